@@ -1,0 +1,502 @@
+"""Elaboration: from the checked program to its instance tree and control-plane schema.
+
+Starting at ``main`` (a ``V1Switch(...)`` instantiation), every parser and control instance gets a
+fully qualified path the way p4c names things in P4Info (``MyIngress``, ``MyIngress.c1``); its
+tables and extern instances get fully qualified names (``MyIngress.ipv4_lpm``), honouring
+``@name`` annotations. The result feeds both the code generator and :mod:`switch.model`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from switch import model as M
+from switch.errors import TypeError_, UnsupportedError
+from switch.lang import ast
+from switch.lang import types as T
+from switch.lang.symbols import Sym
+from switch.lang.typecheck import CheckedProgram, Checker
+
+V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum",
+                   "deparser")  # fmt: skip
+
+
+def _annotations(anns: list[ast.Annotation]) -> tuple[M.Annotation, ...]:
+    return tuple(M.Annotation(a.name, tuple(t.text for t in a.tokens)) for a in anns)
+
+
+def local_name(decl: Any, default: str) -> tuple[str, bool]:
+    """The name from @name if present (and whether it is absolute), else ``default``."""
+    ann = ast.find_annotation(getattr(decl, "annotations", []), "name")
+    if ann is not None:
+        s = ann.string_arg()
+        if s:
+            if s.startswith("."):
+                return s[1:], True
+            return s, False
+    return default, False
+
+
+def qualify(prefix: str, decl: Any, default: str) -> str:
+    name, absolute = local_name(decl, default)
+    if absolute or not prefix:
+        return name
+    return f"{prefix}.{name}"
+
+
+@dataclass(eq=False)
+class ExternInst:
+    fqname: str
+    type: T.ExternT
+    args: list[Any]  # constant values of the constructor arguments (None if not constant)
+    decl: Any
+    py: str  # Python global name of the runtime object
+
+
+@dataclass(eq=False)
+class TableInst:
+    decl: ast.TableDecl
+    fqname: str
+    spec: M.TableSpec | None
+    py: str
+    action_fq: dict[int, str] = field(default_factory=dict)  # id(action decl) -> fq name
+
+
+@dataclass(eq=False)
+class BlockInst:
+    decl: ast.ParserDecl | ast.ControlDecl
+    path: str
+    py: str
+    externs: dict[int, ExternInst] = field(default_factory=dict)  # keyed by id(decl node)
+    tables: dict[int, TableInst] = field(default_factory=dict)
+    children: dict[int, BlockInst] = field(default_factory=dict)  # keyed by id(instantiation)
+    ctor_values: list[tuple[Any, Any]] = field(default_factory=list)  # (param, constant value)
+
+
+@dataclass
+class Elaborated:
+    checked: CheckedProgram
+    blocks: dict[str, BlockInst]  # V1Switch role -> instance
+    all_blocks: list[BlockInst]
+    schema: M.ProgramSchema
+    global_externs: dict[int, ExternInst]
+    action_names: dict[tuple[int, str], str]  # (id(action decl), instance path) -> fq name
+
+
+def _py_ident(path: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in path)
+
+
+class Elaborator:
+    def __init__(self, checked: CheckedProgram) -> None:
+        self.checked = checked
+        self.schema = M.ProgramSchema()
+        self.all_blocks: list[BlockInst] = []
+        self.global_externs: dict[int, ExternInst] = {}
+        self.action_names: dict[tuple[int, str], str] = {}
+        self.action_specs: dict[str, M.ActionSpec] = {}
+        self.profile_tables: dict[str, list[str]] = {}
+        self.profile_specs: dict[str, M.ActionProfileSpec] = {}
+        self.used_py: set[str] = set()
+
+    def unique_py(self, base: str) -> str:
+        py = _py_ident(base)
+        n = 1
+        cand = py
+        while cand in self.used_py:
+            n += 1
+            cand = f"{py}_{n}"
+        self.used_py.add(cand)
+        return cand
+
+    def run(self) -> Elaborated:
+        main = self.checked.main
+        if main is None:
+            raise TypeError_("the program has no 'main' instantiation (e.g. 'V1Switch(...) main;')",
+                             None)  # fmt: skip
+        mt = main.inst_type  # type: ignore[attr-defined]
+        if not (isinstance(mt, T.BlockT) and mt.kind == "package" and mt.decl.name == "V1Switch"):
+            raise UnsupportedError("this target runs only the v1model architecture: 'main' must be "
+                                   "a V1Switch package", main.span)  # fmt: skip
+        for d in self.checked.program.decls:
+            if isinstance(d, ast.Instantiation) and isinstance(d.inst_type, T.ExternT):  # type: ignore[attr-defined]
+                self.global_externs[id(d)] = self.make_extern(d, "", d.inst_type)  # type: ignore[attr-defined]
+        info = main.ref  # type: ignore[attr-defined]
+        if len(info.args) != 6:
+            raise TypeError_("V1Switch takes six blocks", main.span)
+        blocks: dict[str, BlockInst] = {}
+        for role, arg in zip(V1SWITCH_BLOCKS, info.args):
+            decl = self.block_decl_of(arg)
+            path, _ = local_name(decl, decl.name)
+            blocks[role] = self.elaborate_block(decl, path)
+        self.schema.controller_headers = self.controller_headers()
+        self.schema.action_profiles = list(self.profile_specs.values())
+        return Elaborated(self.checked, blocks, self.all_blocks, self.schema, self.global_externs,
+                          self.action_names)  # fmt: skip
+
+    def block_decl_of(self, arg: Any) -> Any:
+        if isinstance(arg, ast.Call) and isinstance(arg.type, T.BlockT):
+            if arg.args:
+                raise UnsupportedError("constructor arguments of top-level blocks are not "
+                                       "supported", arg.span)  # fmt: skip
+            return arg.type.decl
+        if isinstance(arg, ast.Name) and isinstance(arg.ref, Sym) and isinstance(arg.type, T.BlockT):
+            return arg.type.decl
+        raise UnsupportedError("V1Switch arguments must be parser/control instantiations", arg.span)
+
+    # -- blocks ------------------------------------------------------------------------
+
+    def elaborate_block(self, decl: Any, path: str,
+                        ctor_values: list[tuple[Any, Any]] | None = None) -> BlockInst:  # fmt: skip
+        inst = BlockInst(decl, path, self.unique_py(path), ctor_values=ctor_values or [])
+        self.all_blocks.append(inst)
+        for loc in decl.locals:
+            if isinstance(loc, ast.Instantiation):
+                t = loc.inst_type  # type: ignore[attr-defined]
+                if isinstance(t, T.ExternT):
+                    inst.externs[id(loc)] = self.make_extern(loc, path, t)
+                elif isinstance(t, T.BlockT):
+                    child_path = qualify(path, loc, loc.name)
+                    info = loc.ref  # type: ignore[attr-defined]
+                    values = []
+                    for p, a in zip(t.decl.ctor_params, info.args):
+                        v = self.const_of(a) if a is not None else self.const_of(p.default)
+                        if v is None:
+                            raise UnsupportedError("constructor arguments must be compile-time "
+                                                   "constants", loc.span)  # fmt: skip
+                        values.append((p, v))
+                    inst.children[id(loc)] = self.elaborate_block(t.decl, child_path, values)
+            elif isinstance(loc, ast.ValueSetDecl):
+                fq = qualify(path, loc, loc.name)
+                et = loc.elem_type  # type: ignore[attr-defined]
+                fields = _struct_fields(et)
+                self.schema.value_sets.append(
+                    M.ValueSetSpec(fq, loc.size_value, fields, _annotations(loc.annotations))  # type: ignore[attr-defined]
+                )
+                loc.fqname = fq  # type: ignore[attr-defined]
+        if isinstance(decl, ast.ControlDecl):
+            for loc in decl.locals:
+                if isinstance(loc, ast.TableDecl):
+                    fq = qualify(path, loc, loc.name)
+                    ti = TableInst(loc, fq, None, self.unique_py(fq))
+                    inst.tables[id(loc)] = ti
+                    ti.spec = self.table_spec(loc, fq, inst, ti)
+                    self.schema.tables.append(ti.spec)
+        return inst
+
+    def make_extern(self, d: ast.Instantiation, prefix: str, t: T.ExternT) -> ExternInst:
+        fq = qualify(prefix, d, d.name)
+        info = d.ref  # type: ignore[attr-defined]
+        args = [self.const_of(a) for a in info.args]
+        ext = ExternInst(fq, t, args, d, self.unique_py("X_" + fq))
+        self.register_extern_spec(ext, d.annotations)
+        return ext
+
+    def const_of(self, e: Any) -> Any:
+        if e is None:
+            return None
+        return Checker().try_eval_const(e)
+
+    def enum_member(self, value: Any, e_type: str) -> str:
+        t = self.checked.types.get(e_type)
+        if isinstance(t, T.EnumT):
+            for k, v in t.values.items():
+                if v == value:
+                    return k
+        raise TypeError_(f"bad {e_type} value", None)
+
+    def register_extern_spec(self, ext: ExternInst, anns: list[ast.Annotation]) -> None:
+        name = ext.type.decl.name
+        a = _annotations(anns)
+        if name == "counter":
+            unit = M.CounterUnit(self.enum_member(ext.args[1], "CounterType"))
+            self.schema.counters.append(M.CounterSpec(ext.fqname, int(ext.args[0]), unit, a))
+        elif name == "meter":
+            unit_m = M.MeterUnit(self.enum_member(ext.args[1], "MeterType"))
+            self.schema.meters.append(M.MeterSpec(ext.fqname, int(ext.args[0]), unit_m, a))
+        elif name == "register":
+            et = ext.type.type_args.get("T")
+            if et is None:
+                raise TypeError_("register needs an element type", ext.decl.span)
+            width = T.width_of(et)
+            self.schema.registers.append(M.RegisterSpec(ext.fqname, int(ext.args[0]), width,
+                                                        isinstance(et, T.IntT), a))  # fmt: skip
+        elif name in ("action_profile", "action_selector"):
+            if name == "action_profile":
+                spec = M.ActionProfileSpec(ext.fqname, int(ext.args[0]), (), False, annotations=a)
+            else:
+                algo = self.enum_member(ext.args[0], "HashAlgorithm")
+                spec = M.ActionProfileSpec(ext.fqname, int(ext.args[1]), (), True, algo,
+                                           int(ext.args[2]), a)  # fmt: skip
+            self.profile_specs[ext.fqname] = spec
+        # direct_counter / direct_meter specs are created with their table
+
+    # -- tables --------------------------------------------------------------------------
+
+    def action_fqname(self, decl: ast.ActionDecl, inst: BlockInst) -> str:
+        owner_is_block = any(loc is decl for loc in inst.decl.locals)
+        prefix = inst.path if owner_is_block else ""
+        fq = qualify(prefix, decl, decl.name)
+        self.action_names[(id(decl), inst.path if owner_is_block else "")] = fq
+        if fq not in self.action_specs:
+            params: list[M.ParamSpec] = []
+            i = 0
+            for p in decl.params:
+                if p.direction:
+                    continue
+                i += 1
+                pt = p.ref.type  # type: ignore[attr-defined]
+                params.append(M.ParamSpec(i, p.name, T.width_of(pt), _annotations(p.annotations)))
+            spec = M.ActionSpec(fq, tuple(params), _annotations(decl.annotations))
+            self.action_specs[fq] = spec
+            self.schema.actions.append(spec)
+        return fq
+
+    def table_spec(self, d: ast.TableDecl, fq: str, inst: BlockInst,
+                   ti: TableInst) -> M.TableSpec:  # fmt: skip
+        keys: list[M.KeySpec] = []
+        kp = d.prop("key")
+        for i, k in enumerate(kp.keys if kp is not None and kp.keys else []):
+            name = ast.find_annotation(k.annotations, "name")
+            kname = name.string_arg() if name is not None else None
+            kt = k.expr.type
+            width = T.width_of(kt) if kt is not T.ERROR else 32
+            try:
+                kind = M.MatchKind(k.match_kind)
+            except ValueError:
+                raise UnsupportedError(f"match kind '{k.match_kind}' is not supported by this "
+                                       "target", k.span) from None  # fmt: skip
+            keys.append(M.KeySpec(i + 1, kname or key_text(k.expr), width, kind,
+                                  _annotations(k.annotations)))  # fmt: skip
+        ap = d.prop("actions")
+        assert ap is not None and ap.actions is not None
+        refs: list[M.ActionRef] = []
+        action_fq: dict[int, str] = {}
+        for ref, adecl in zip(ap.actions, d.action_decls):  # type: ignore[attr-defined]
+            afq = self.action_fqname(adecl, self.owner_inst(adecl, inst))
+            action_fq[id(adecl)] = afq
+            scope = M.ActionScope.TABLE_AND_DEFAULT
+            anns = [a.name for a in ref.annotations]
+            if "defaultonly" in anns:
+                scope = M.ActionScope.DEFAULT_ONLY
+            elif "tableonly" in anns:
+                scope = M.ActionScope.TABLE_ONLY
+            refs.append(M.ActionRef(afq, scope, _annotations(ref.annotations)))
+        ti.action_fq = action_fq
+        dp = d.prop("default_action")
+        if dp is not None:
+            dref = dp.action_ref  # type: ignore[attr-defined]
+            default = self.action_call(dref, action_fq)
+            const_default = dp.is_const
+        else:
+            default = M.ActionCall("NoAction")
+            const_default = False
+            if "NoAction" not in self.action_specs:
+                self.action_specs["NoAction"] = M.ActionSpec("NoAction", ())
+                self.schema.actions.append(self.action_specs["NoAction"])
+        size = 1024
+        sp = d.prop("size")
+        if sp is not None and sp.value is not None:
+            size = int(self.const_of(sp.value))
+        entries: list[M.ConstEntry] = []
+        ep = d.prop("entries")
+        is_const = ep is not None
+        if ep is not None and ep.entries is not None:
+            entries = self.const_entries(ep.entries, keys, action_fq)
+        impl = None
+        ip = d.prop("implementation")
+        if ip is not None and ip.value is not None:
+            impl = self.profile_of(ip.value, inst, fq)
+            self.profile_tables.setdefault(impl, []).append(fq)
+            old = self.profile_specs[impl]
+            self.profile_specs[impl] = M.ActionProfileSpec(
+                old.name, old.size, tuple(self.profile_tables[impl]), old.with_selector,
+                old.algorithm, old.output_width, old.annotations)  # fmt: skip
+        dcounter = dmeter = None
+        cp = d.prop("counters")
+        if cp is not None and cp.value is not None:
+            ext = self.extern_of(cp.value, inst)
+            if ext.type.decl.name != "direct_counter":
+                raise TypeError_("'counters' must name a direct_counter", cp.value.span)
+            dcounter = ext.fqname
+            unit = M.CounterUnit(self.enum_member(ext.args[0], "CounterType"))
+            self.schema.direct_counters.append(M.DirectCounterSpec(
+                ext.fqname, unit, fq, _annotations(ext.decl.annotations)))  # fmt: skip
+        mp = d.prop("meters")
+        if mp is not None and mp.value is not None:
+            ext = self.extern_of(mp.value, inst)
+            if ext.type.decl.name != "direct_meter":
+                raise TypeError_("'meters' must name a direct_meter", mp.value.span)
+            dmeter = ext.fqname
+            unit_m = M.MeterUnit(self.enum_member(ext.args[0], "MeterType"))
+            self.schema.direct_meters.append(M.DirectMeterSpec(
+                ext.fqname, unit_m, fq, _annotations(ext.decl.annotations)))  # fmt: skip
+        st = d.prop("support_timeout")
+        timeout = bool(self.const_of(st.value)) if st is not None and st.value is not None else False
+        return M.TableSpec(fq, tuple(keys), tuple(refs), default, const_default, size, is_const,
+                           tuple(entries), impl, dcounter, dmeter, timeout,
+                           _annotations(d.annotations))  # fmt: skip
+
+    def owner_inst(self, adecl: ast.ActionDecl, inst: BlockInst) -> BlockInst:
+        return inst
+
+    def action_call(self, ref: ast.ActionRefSyntax, action_fq: dict[int, str]) -> M.ActionCall:
+        adecl = ref.ref.decl
+        info = ref.call_info  # type: ignore[attr-defined]
+        args = []
+        for p, a in zip(info.params, info.args):
+            if p.direction:
+                continue
+            v = self.const_of(a)
+            if isinstance(v, bool):
+                v = int(v)
+            pt = p.ref.type
+            if isinstance(pt, T.IntT) and v is not None and v < 0:
+                v &= (1 << pt.width) - 1
+            args.append(v)
+        return M.ActionCall(action_fq[id(adecl)], tuple(args))
+
+    def const_entries(self, entries: list[ast.EntrySyntax], keys: list[M.KeySpec],
+                      action_fq: dict[int, str]) -> list[M.ConstEntry]:  # fmt: skip
+        n = len(entries)
+        explicit = [self.const_of(e.priority) if e.priority is not None else None for e in entries]
+        ann_prio = []
+        for e in entries:
+            a = ast.find_annotation(e.annotations, "priority")
+            ann_prio.append(a.int_arg() if a is not None else None)
+        out: list[M.ConstEntry] = []
+        needs_prio = any(k.kind in (M.MatchKind.TERNARY, M.MatchKind.RANGE, M.MatchKind.OPTIONAL)
+                         for k in keys)  # fmt: skip
+        max_ann = max([p for p in ann_prio if p is not None], default=0)
+        for i, e in enumerate(entries):
+            match = tuple(self.keyset_value(ks, k) for ks, k in zip(e.keyset, keys))
+            if not needs_prio:
+                prio = 0
+            elif explicit[i] is not None:
+                prio = int(explicit[i])
+            elif ann_prio[i] is not None:
+                # @priority(n): the smallest n wins; P4Runtime: the largest wins
+                prio = max_ann + 1 - int(ann_prio[i])  # type: ignore[arg-type]
+            else:
+                prio = n - i  # the earlier entry wins
+            out.append(M.ConstEntry(match, self.action_call(e.action, action_fq), prio))
+        return out
+
+    def keyset_value(self, ks: ast.Expr, key: M.KeySpec) -> Any:
+        full = (1 << key.width) - 1
+        if isinstance(ks, (ast.DontCare, ast.Default)):
+            return {M.MatchKind.EXACT: None, M.MatchKind.LPM: (0, 0), M.MatchKind.TERNARY: (0, 0),
+                    M.MatchKind.RANGE: (0, full), M.MatchKind.OPTIONAL: None}[key.kind]  # fmt: skip
+        if isinstance(ks, ast.Mask):
+            v = _u(self.const_of(ks.value), key.width)
+            m = _u(self.const_of(ks.mask), key.width)
+            if key.kind is M.MatchKind.LPM:
+                plen = bin(m).count("1")
+                return (v & m, plen)
+            if key.kind is not M.MatchKind.TERNARY:
+                raise TypeError_("a mask is only allowed for ternary and lpm keys", ks.span)
+            return (v & m, m)
+        if isinstance(ks, ast.Range):
+            if key.kind is not M.MatchKind.RANGE:
+                raise TypeError_("a range is only allowed for range keys", ks.span)
+            return (_u(self.const_of(ks.lo), key.width), _u(self.const_of(ks.hi), key.width))
+        v = _u(self.const_of(ks), key.width)
+        if key.kind is M.MatchKind.LPM:
+            return (v, key.width)
+        if key.kind is M.MatchKind.TERNARY:
+            return (v, full)
+        if key.kind is M.MatchKind.RANGE:
+            return (v, v)
+        return v
+
+    def extern_of(self, e: ast.Expr, inst: BlockInst) -> ExternInst:
+        if isinstance(e, ast.Name) and isinstance(e.ref, Sym) and e.ref.kind == "instance":
+            decl = e.ref.decl
+            if id(decl) in inst.externs:
+                return inst.externs[id(decl)]
+            if id(decl) in self.global_externs:
+                return self.global_externs[id(decl)]
+        if isinstance(e, ast.Call) and isinstance(e.type, T.ExternT):
+            # anonymous instantiation in a table property
+            key = id(e)
+            if key not in inst.externs:
+                fake = ast.Instantiation(f"{e.type.decl.name}", ast.NamedTypeRef(e.type.decl.name),
+                                         e.args, span=e.span)  # fmt: skip
+                fake.ref = e.ref  # type: ignore[attr-defined]
+                inst.externs[key] = self.make_extern(fake, inst.path, e.type)
+            return inst.externs[key]
+        raise TypeError_("expected an extern instance", e.span)
+
+    def profile_of(self, e: ast.Expr, inst: BlockInst, table_fq: str) -> str:
+        if isinstance(e, ast.Call) and isinstance(e.type, T.ExternT):
+            key = id(e)
+            if key not in inst.externs:
+                # p4c names an anonymous implementation after the table's property
+                fake = ast.Instantiation(table_fq.split(".")[-1] + "_" + e.type.decl.name,
+                                         ast.NamedTypeRef(e.type.decl.name), e.args, span=e.span)  # fmt: skip
+                fake.ref = e.ref  # type: ignore[attr-defined]
+                inst.externs[key] = self.make_extern(fake, inst.path, e.type)
+        ext = self.extern_of(e, inst)
+        if ext.type.decl.name not in ("action_profile", "action_selector"):
+            raise TypeError_("'implementation' must be an action_profile or action_selector",
+                             e.span)  # fmt: skip
+        return ext.fqname
+
+    def controller_headers(self) -> list[M.ControllerHeaderSpec]:
+        out = []
+        for t in self.checked.types.values():
+            if isinstance(t, T.StructLikeT) and t.kind == "header":
+                ann = ast.find_annotation(t.annotations, "controller_header")
+                if ann is not None:
+                    out.append(M.ControllerHeaderSpec(ann.string_arg() or "", t.name,
+                                                      _struct_fields(t), _annotations(t.annotations)))  # fmt: skip
+        return out
+
+
+def _u(v: Any, width: int) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    return int(v) & ((1 << width) - 1)
+
+
+def _struct_fields(t: T.Type) -> tuple[M.StructField, ...]:
+    if isinstance(t, T.StructLikeT):
+        out: list[M.StructField] = []
+        for n, ft in t.fields.items():
+            if isinstance(ft, T.StructLikeT):
+                out.extend(M.StructField(f"{n}.{f.name}", f.width, f.signed) for f in _struct_fields(ft))
+            else:
+                out.append(M.StructField(n, T.width_of(ft), isinstance(ft, T.IntT)))
+        return tuple(out)
+    if isinstance(t, T.TupleT):
+        return tuple(M.StructField(f"f{i}", T.width_of(e), isinstance(e, T.IntT))
+                     for i, e in enumerate(t.elems))  # fmt: skip
+    return (M.StructField("value", T.width_of(t), isinstance(t, T.IntT)),)
+
+
+def key_text(e: ast.Expr) -> str:
+    """The name p4c gives a key: the expression as written (``hdr.ipv4.dstAddr``)."""
+    if isinstance(e, ast.Name):
+        return e.name
+    if isinstance(e, ast.Member):
+        return f"{key_text(e.expr)}.{e.name}"
+    if isinstance(e, ast.Index):
+        return f"{key_text(e.expr)}[{key_text(e.index)}]"
+    if isinstance(e, ast.Slice):
+        return f"{key_text(e.expr)}[{key_text(e.hi)}:{key_text(e.lo)}]"
+    if isinstance(e, ast.IntLit):
+        return str(e.value)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Member) and e.func.name == "isValid":
+        return f"{key_text(e.func.expr)}.$valid$"
+    if isinstance(e, ast.Call):
+        return f"{key_text(e.func)}()"
+    if isinstance(e, ast.Binary):
+        return f"{key_text(e.left)} {e.op} {key_text(e.right)}"
+    if isinstance(e, ast.Cast):
+        return key_text(e.expr)
+    return type(e).__name__
+
+
+def elaborate(checked: CheckedProgram) -> Elaborated:
+    return Elaborator(checked).run()
