@@ -19,7 +19,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from switch.compile import support
@@ -105,7 +105,7 @@ class RuntimeContext:
         raise AssertionFailure(where)
 
 
-@dataclass
+@dataclass(slots=True)
 class EgressJob:
     """A packet between the traffic manager and egress."""
 
@@ -117,7 +117,8 @@ class EgressJob:
     original: bytes  # the packet as it entered ingress (for I2E clones / resubmit)
     passes: int = 0
     priority: int = 0
-    meta_out: dict[str, Any] = field(default_factory=dict)
+    truncate: int = 0  # clone session truncation (packet_length_bytes)
+    nbytes: int = 0  # approximate frame size, for the traffic manager's bit rates
 
 
 @dataclass
@@ -140,8 +141,14 @@ class V1Switch:
         self.program = program
         self.state = state if state is not None else SwitchState(program.schema)
         self.rt = RuntimeContext(self.state, random.Random(seed))
-        start = time.monotonic_ns()
-        self.clock = clock or (lambda: (time.monotonic_ns() - start) // 1000)
+        if clock is None:
+            start = time.monotonic_ns()
+            mono = time.monotonic_ns
+
+            def clock() -> int:
+                return (mono() - start) // 1000
+
+        self.clock = clock
         self.counters = Counters()
         ns = self._namespace()
         exec(program.code, ns)  # noqa: S102 - our own generated code, compiled from P4
@@ -250,6 +257,7 @@ class V1Switch:
             return jobs + self.ingress_pass(0, original, InstanceType.RESUBMIT, saver,
                                             passes + 1, original)  # fmt: skip
         # 4. multicast
+        trunc = rt.truncate_len  # truncate() in ingress applies when the packet leaves
         grp = sm.f_mcast_grp
         if grp:
             sm.f_instance_type = InstanceType.REPLICATION
@@ -257,7 +265,7 @@ class V1Switch:
                 h2, m2, s2 = hdr.copy(), meta.copy(), sm.copy()
                 s2.f_egress_rid = rid
                 jobs.append(EgressJob(eport, h2, m2, s2, payload, original, passes,
-                                      sm.f_priority))  # fmt: skip
+                                      sm.f_priority, trunc))  # fmt: skip
             return jobs
         # 5. drop
         spec = sm.f_egress_spec
@@ -266,7 +274,8 @@ class V1Switch:
             return jobs
         # 6. unicast (BMv2 marks the packet NORMAL again, even after resubmit/recirculate)
         sm.f_instance_type = InstanceType.NORMAL
-        jobs.append(EgressJob(spec, hdr, meta, sm, payload, original, passes, sm.f_priority))
+        jobs.append(EgressJob(spec, hdr, meta, sm, payload, original, passes, sm.f_priority,
+                              trunc))  # fmt: skip
         return jobs
 
     def _field_list(self, req: Any, meta: Any, sm: Any) -> tuple[Any, Any] | None:
@@ -307,7 +316,7 @@ class V1Switch:
             s2.f_egress_rid = rid
             job = EgressJob(eport, h2, m2, s2, payload, data)
             if trunc:
-                job.meta_out["truncate"] = trunc
+                job.truncate = trunc
             out.append(job)
         return out
 
@@ -359,7 +368,7 @@ class V1Switch:
                 s2.f_egress_rid = rid
                 c = EgressJob(eport, hdr.copy(), m2, s2, job.payload, job.original, job.passes)
                 if trunc:
-                    c.meta_out["truncate"] = trunc
+                    c.truncate = trunc
                 clones.append(c)
         if sm.f_egress_spec == DROP_PORT:
             self.counters.dropped += 1
@@ -378,8 +387,7 @@ class V1Switch:
                 self.counters.pass_limit_drops += 1
                 return [], clones, []
             return [], clones, [(job.port, data, saver)]
-        trunc = job.meta_out.get("truncate") or 0
-        for t in (truncate_len, trunc):
+        for t in (truncate_len, job.truncate):
             if t and len(data) > t:
                 data = data[:t]
         return [(job.port, data)], clones, []

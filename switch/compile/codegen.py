@@ -1011,9 +1011,12 @@ class CodeGen:
                         pkt=pkt_param.ref.pyname if pkt_param else "pkt")  # type: ignore[attr-defined]
         e = Emitter()
         e.level = 1
+        top_level = any(inst is b for b in self.elab.blocks.values())
         for p in decl.params:
             pt = p.ref.type  # type: ignore[attr-defined]
-            if p.direction == "out" and is_composite(pt):
+            if p.direction == "out" and is_composite(pt) and not top_level:
+                # 'out' starts uninitialized (headers invalid); the architecture already passes
+                # fresh objects to the top-level blocks
                 e.line(f"{p.ref.pyname}._set({self.class_of(pt)}())")  # type: ignore[attr-defined]
         for p, v in inst.ctor_values:
             e.line(f"{p.ref.pyname} = {self.const_repr(v)}")  # type: ignore[attr-defined]
@@ -1121,6 +1124,7 @@ class CodeGen:
         self.fn = FnCtx("control")
         e = Emitter()
         e.level = 1
+        top_level = any(inst is b for b in self.elab.blocks.values())
         pnames = []
         for p in decl.params:
             sym: Sym = p.ref  # type: ignore[attr-defined]
@@ -1129,7 +1133,7 @@ class CodeGen:
                 self.fn.pkt = g
             pnames.append(sym.pyname)
             pt = sym.type
-            if p.direction == "out" and is_composite(pt):
+            if p.direction == "out" and is_composite(pt) and not top_level:
                 e.line(f"{sym.pyname}._set({self.class_of(pt)}())")
             e.line(f"{g} = {sym.pyname}")
         for loc in decl.locals:

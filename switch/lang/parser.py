@@ -76,7 +76,7 @@ class Parser:
         if self.speculating:
             raise _Backtrack()
         t = tok or self.tok
-        return ParseError(msg, t.span)
+        return ParseError(f"syntax error: {msg}", t.span)
 
     def describe(self, t: Token) -> str:
         if t.kind is Tok.EOF:
@@ -278,7 +278,7 @@ class Parser:
     # -- type declarations ---------------------------------------------------------------
 
     def parse_const_decl(self) -> ast.ConstDecl:
-        start = self.expect("const")
+        self.expect("const")
         typ = self.parse_type()
         name = self.ident("constant name")
         self.expect("=")
@@ -508,7 +508,6 @@ class Parser:
         return ast.PackageDecl(name.text, tparams, params, span=name.span)
 
     def parse_function_or_instantiation(self) -> ast.Node:
-        start = self.tok
         if not self.starts_type():
             if self.tok.kind is Tok.IDENT:
                 raise self.error(f"unknown type '{self.tok.text}'")
@@ -750,7 +749,7 @@ class Parser:
                     mk = self.ident("match kind")
                     kanns = self.parse_annotations()
                     self.expect(";")
-                    keys.append(ast.KeyElement(e, mk.text, kanns, span=e.span))
+                    keys.append(ast.KeyElement(e, mk.text, kanns, span=mk.span))
                 self.expect("}")
                 self.accept(";")
                 prop.keys = keys
@@ -867,6 +866,10 @@ class Parser:
                 return c
             if kw in ("for", "break", "continue"):
                 raise ParseError(f"'{kw}' statements are not supported by this target", t.span)
+            nxt = self.peek()
+            if (not self.starts_type() and nxt.kind is Tok.IDENT and self.peek(2).text in ("=", ";")
+                    and t.text not in BASE_TYPES):
+                raise ParseError(f"unknown type '{t.text}'", t.span)
             if self.starts_type() and self._is_declaration():
                 typ = self.parse_type()
                 name = self.ident("variable name")

@@ -1405,7 +1405,7 @@ class Checker:
             tscope.names[tp] = Sym(tp, "type", T.TypeVar(tp))
         ptypes = [self.resolve_type(p.typ, tscope) for p in params]
         # first pass: check typed arguments and bind type variables
-        for p, pt, a in zip(params, ptypes, by_pos):
+        for _p, pt, a in zip(params, ptypes, by_pos):
             if a is None or a.value is None:
                 continue
             exp = self.apply_bindings(pt, bindings)
