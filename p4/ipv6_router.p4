@@ -1,4 +1,5 @@
-// ipv6_router.p4 -- a minimal IPv6 LPM router (the benchmark program).
+// ipv6_router.p4 -- a minimal IPv6 LPM router: the program of make bench-p4 and bench-switch.
+// Its STF test is tests/stf/ipv6_router.stf.
 //
 // Parses Ethernet and, for EtherType 0x86DD, the fixed 40-byte IPv6 header.
 // ipv6_lpm does a longest-prefix match on the destination address; its

@@ -1,0 +1,60 @@
+// expect-error: 7:5: in_only
+// Assigning to a parameter with direction `in`.
+#include <core.p4>
+#include <v1model.p4>
+
+bit<8> twice(in bit<8> in_only) {
+    in_only = in_only + in_only;
+    return in_only;
+}
+
+header h_t {
+    bit<8>  a;
+    bit<16> b;
+}
+
+struct headers_t {
+    h_t h;
+}
+
+struct metadata_t {
+    bit<8> m;
+}
+
+parser MyParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                inout standard_metadata_t standard_metadata) {
+    state start {
+        pkt.extract(hdr.h);
+        transition accept;
+    }
+}
+
+control MyVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+control MyIngress(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        hdr.h.a = twice(hdr.h.a);
+        standard_metadata.egress_spec = 1;
+    }
+}
+
+control MyEgress(inout headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+
+control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+control MyDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.h);
+    }
+}
+
+V1Switch(MyParser(), MyVerifyChecksum(), MyIngress(), MyEgress(),
+         MyComputeChecksum(), MyDeparser()) main;
