@@ -659,64 +659,11 @@ class StfRunner:
             )
 
     def _cli(self, c: CliCmd) -> None:
-        a = c.args
-        pre = self.state.pre
-        n = c.name
-        if n == "mirroring_add":
-            pre.mirroring_add(int(a[0]), int(a[1]))
-        elif n == "mirroring_add_mc":
-            pre.mirroring_add_mc(int(a[0]), int(a[1]))
-        elif n == "mirroring_delete":
-            pre.mirroring_delete(int(a[0]))
-        elif n == "mirroring_get":
-            self.say(f"mirroring session {a[0]}: {pre.mirroring_get(int(a[0]))}")
-        elif n == "mc_mgrp_create":
-            pre.mc_mgrp_create(int(a[0]))
-        elif n == "mc_mgrp_destroy":
-            pre.mc_mgrp_destroy(int(a[0]))
-        elif n == "mc_node_create":
-            handle = pre.mc_node_create(int(a[0]), [int(p) for p in a[1:]])
-            if self.verbose:
-                self.say(f"      node created with handle {handle}")
-        elif n == "mc_node_update":
-            pre.mc_node_update(int(a[0]), [int(p) for p in a[1:]])
-        elif n == "mc_node_associate":
-            pre.mc_node_associate(int(a[0]), int(a[1]))
-        elif n == "mc_node_dissociate":
-            pre.mc_node_dissociate(int(a[0]), int(a[1]))
-        elif n == "mc_node_destroy":
-            pre.mc_node_destroy(int(a[0]))
-        elif n.startswith("counter_"):
-            counter = self.state.counter(a[0])
-            if n == "counter_read":
-                packets, nbytes = counter.read(int(a[1]))
-                self.say(f"{counter.name}[{a[1]}]= (packets={packets}, bytes={nbytes})")
-            elif n == "counter_write":
-                counter.write(int(a[1]), int(a[2]), int(a[3]))
-            else:
-                counter.reset()
-        elif n.startswith("register_"):
-            register = self.state.register(a[0])
-            if n == "register_read":
-                self.say(f"{register.name}[{a[1]}]= {register.control_read(int(a[1]))}")
-            elif n == "register_write":
-                register.control_write(int(a[1]), int(a[2]))
-            else:
-                register.reset()
-        else:
-            meter = self.state.meter(a[0])
-            if n == "meter_get_rates":
-                config = meter.get_config(int(a[1]))
-                self.say(f"{meter.name}[{a[1]}]: "
-                         + ("unconfigured" if config is None else
-                            f"CIR {config.cir}:{config.cburst} PIR {config.pir}:{config.pburst}"))
-            else:
-                pairs = a[2:] if n == "meter_set_rates" else a[1:]
-                rates = [(float(r), int(b)) for r, b in (p.split(":") for p in pairs)]
-                if n == "meter_set_rates":
-                    meter.set_rates(int(a[1]), rates)
-                else:
-                    meter.set_all_rates(rates)
+        from switch.runtime.sscli import run_command
+
+        out = run_command(self.state, None, [c.name, *c.args])
+        if out and (self.verbose or c.name.endswith(("_read", "_get", "_get_rates"))):
+            self.say(out if c.name != "mc_node_create" else f"      {out}")
 
     # ----- comparison
 

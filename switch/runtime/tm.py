@@ -1,0 +1,170 @@
+"""Traffic manager: per-egress-port FIFO queues with depth, drain rate and strict priorities.
+
+Like BMv2's simple_switch: every egress port has ``priority_queues`` FIFO queues (1 unless
+configured), each holding at most ``depth`` packets (64 by default) and drained at ``rate``
+(packets per second, or bits per second when given in bps; unlimited by default). A packet
+arriving at a full queue is tail-dropped and counted. ``standard_metadata.priority`` selects the
+queue; a higher priority is served first (strict priority). Queue depths seen at enqueue and
+dequeue and the time spent in the queue become ``enq_qdepth``, ``deq_qdepth`` and
+``deq_timedelta`` (microseconds).
+
+Pure data structure: the caller passes the time in microseconds.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_DEPTH = 64
+
+
+@dataclass
+class PortQueue:
+    """The queues of one egress port."""
+
+    queues: list[deque[tuple[int, Any]]]  # per priority: (enq_us, item)
+    depth: list[int]
+    rate_pps: float = 0.0  # 0: unlimited
+    rate_bps: float = 0.0  # 0: unlimited (used instead of rate_pps when set)
+    next_free_us: float = 0.0  # when the port may send the next packet
+    drops: int = 0
+    enqueued: int = 0
+    dequeued: int = 0
+    max_depth_seen: int = 0
+    prio_drops: list[int] = field(default_factory=list)
+
+    def size(self) -> int:
+        return sum(len(q) for q in self.queues)
+
+
+class TrafficManager:
+    def __init__(self, priority_queues: int = 1, depth: int = DEFAULT_DEPTH) -> None:
+        if priority_queues < 1 or priority_queues > 8:
+            raise ValueError("priority_queues must be between 1 and 8")
+        self.nq = priority_queues
+        self.default_depth = depth
+        self.default_rate_pps = 0.0
+        self.default_rate_bps = 0.0
+        self.ports: dict[int, PortQueue] = {}
+        self.backlog = 0  # packets in all queues
+
+    def port(self, port: int) -> PortQueue:
+        pq = self.ports.get(port)
+        if pq is None:
+            pq = PortQueue([deque() for _ in range(self.nq)], [self.default_depth] * self.nq,
+                           self.default_rate_pps, self.default_rate_bps,
+                           prio_drops=[0] * self.nq)  # fmt: skip
+            self.ports[port] = pq
+        return pq
+
+    # -- configuration (simple_switch_CLI set_queue_depth / set_queue_rate) --------------
+
+    def set_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
+        if depth < 0:
+            raise ValueError("queue depth must not be negative")
+        if port is None:
+            self.default_depth = depth
+            for pq in self.ports.values():
+                pq.depth = [depth] * self.nq
+            return
+        pq = self.port(port)
+        if priority is None:
+            pq.depth = [depth] * self.nq
+        else:
+            pq.depth[self._qindex(priority)] = depth
+
+    def set_rate(self, rate: float, port: int | None = None, unit: str = "pps") -> None:
+        """Drain rate of a port (or of every port): packets/s (``pps``) or bits/s (``bps``)."""
+        if rate < 0:
+            raise ValueError("queue rate must not be negative")
+        pps, bps = (rate, 0.0) if unit == "pps" else (0.0, rate)
+        if unit not in ("pps", "bps"):
+            raise ValueError("rate unit must be 'pps' or 'bps'")
+        if port is None:
+            self.default_rate_pps, self.default_rate_bps = pps, bps
+            for pq in self.ports.values():
+                pq.rate_pps, pq.rate_bps = pps, bps
+            return
+        pq = self.port(port)
+        pq.rate_pps, pq.rate_bps = pps, bps
+
+    def _qindex(self, priority: int) -> int:
+        if not 0 <= priority < self.nq:
+            raise ValueError(f"priority {priority} out of range 0..{self.nq - 1}")
+        return priority
+
+    # -- data path ---------------------------------------------------------------------
+
+    def enqueue(self, port: int, priority: int, item: Any, now_us: int) -> int | None:
+        """Queue ``item``; return the port's depth before it (enq_qdepth), or None if dropped."""
+        pq = self.ports.get(port) or self.port(port)
+        if priority >= self.nq:
+            # BMv2 drops packets whose priority has no queue
+            pq.drops += 1
+            return None
+        q = pq.queues[priority]
+        if len(q) >= pq.depth[priority]:
+            pq.drops += 1
+            pq.prio_drops[priority] += 1
+            return None
+        depth = pq.size()
+        q.append((now_us, item))
+        pq.enqueued += 1
+        self.backlog += 1
+        if depth + 1 > pq.max_depth_seen:
+            pq.max_depth_seen = depth + 1
+        return depth
+
+    def dequeue_ready(self, now_us: int, limit: int = 64) -> list[tuple[int, Any, int, int]]:
+        """Packets whose port may send now: (port, item, enq_us, deq_qdepth), up to ``limit``."""
+        out: list[tuple[int, Any, int, int]] = []
+        if not self.backlog:
+            return out
+        progress = True
+        while progress and len(out) < limit:
+            progress = False
+            for port, pq in self.ports.items():
+                if pq.next_free_us > now_us:
+                    continue
+                for q in reversed(pq.queues):  # highest priority first
+                    if q:
+                        enq_us, item = q.popleft()
+                        self.backlog -= 1
+                        pq.dequeued += 1
+                        out.append((port, item, enq_us, pq.size()))
+                        self._charge(pq, item, now_us)
+                        progress = True
+                        break
+                if len(out) >= limit:
+                    break
+        return out
+
+    def _charge(self, pq: PortQueue, item: Any, now_us: int) -> None:
+        if pq.rate_bps:
+            nbytes = getattr(item, "nbytes", 0) or 64  # approximate: payload + typical headers
+            cost = nbytes * 8 * 1e6 / pq.rate_bps
+        elif pq.rate_pps:
+            cost = 1e6 / pq.rate_pps
+        else:
+            return
+        start = pq.next_free_us if pq.next_free_us > now_us - cost else now_us
+        pq.next_free_us = start + cost
+
+    def next_departure_us(self) -> float | None:
+        """Earliest time a queued packet may leave (None when all queues are empty)."""
+        if not self.backlog:
+            return None
+        best: float | None = None
+        for pq in self.ports.values():
+            if any(pq.queues):
+                t = pq.next_free_us
+                if best is None or t < best:
+                    best = t
+        return best
+
+    def stats(self) -> dict[int, dict[str, int]]:
+        return {p: {"depth": pq.size(), "drops": pq.drops, "enqueued": pq.enqueued,
+                    "dequeued": pq.dequeued, "max_depth": pq.max_depth_seen}
+                for p, pq in sorted(self.ports.items())}  # fmt: skip
