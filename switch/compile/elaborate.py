@@ -386,6 +386,9 @@ class Elaborator:
     def keyset_value(self, ks: ast.Expr, key: M.KeySpec) -> Any:
         full = (1 << key.width) - 1
         if isinstance(ks, (ast.DontCare, ast.Default)):
+            if key.kind is M.MatchKind.EXACT:
+                raise TypeError_(f"'_' (don't care) is not allowed for the exact key '{key.name}'",
+                                 ks.span)  # fmt: skip
             return {M.MatchKind.EXACT: None, M.MatchKind.LPM: (0, 0), M.MatchKind.TERNARY: (0, 0),
                     M.MatchKind.RANGE: (0, full), M.MatchKind.OPTIONAL: None}[key.kind]  # fmt: skip
         if isinstance(ks, ast.Mask):

@@ -868,6 +868,8 @@ class Checker:
             return
         if isinstance(target, T.EnumT) and isinstance(src, T.EnumT) and src is target:
             return
+        if isinstance(src, T.EnumT) and src.underlying is not None and src.underlying == target:
+            return  # serializable enums convert implicitly to their underlying type
         if isinstance(target, T.BlockT) and isinstance(src, T.BlockT):
             why = self.block_compatible(target, src)
             if why is None:
@@ -1135,6 +1137,10 @@ class Checker:
         raise _err(f"unknown operator {e.op}", e)
 
     def _unify_numeric(self, e: ast.Binary) -> T.Type:
+        for side in (e.left, e.right):
+            st = side.type
+            if isinstance(st, T.EnumT) and st.underlying is not None:
+                side.type = st.underlying  # implicit cast to the underlying type
         a, b = e.left.type, e.right.type
         if a is T.INFINT and b is T.INFINT:
             return T.INFINT
@@ -1200,6 +1206,10 @@ class Checker:
             self._unify_numeric(e)
             return T.BOOL
         if op in EQ_OPS:
+            if isinstance(a, T.EnumT) and a.underlying is not None and not isinstance(b, T.EnumT):
+                e.left.type = a = a.underlying
+            if isinstance(b, T.EnumT) and b.underlying is not None and not isinstance(a, T.EnumT):
+                e.right.type = b = b.underlying
             if a is T.INFINT and b is not T.INFINT:
                 self.coerce(e.left, b, f"operand of '{op}'")
             elif b is T.INFINT and a is not T.INFINT:
