@@ -1,0 +1,1 @@
+"""Fabric topologies: the multi-plane Clos model (pure data) and, later, its Mininet build."""
