@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import asdict, dataclass, field
 import pathlib
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 BLOCK = 0xFCBBBB00  # fcbb:bb00::/32
