@@ -1,0 +1,50 @@
+"""What an entity handler works on: the running state, the P4Info view and server-side extras.
+
+The runtime state keeps everything that affects forwarding; a few P4Runtime fields have no place
+there (the metadata cookie of a default entry, the order and metadata of a multicast group's
+replicas as the client wrote them). :class:`Extras` keeps those, and readers only trust an extra
+while the runtime state still agrees with it, so a commit that replaces the state never makes a
+read return stale values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from switch.model import ActionCall
+from switch.p4rt.pipeline_view import PipelineView
+from switch.runtime.pre import Replica
+from switch.runtime.state import SwitchState
+
+
+@dataclass
+class Extras:
+    """P4Runtime fields the runtime state does not keep, for the state object ``owner``."""
+
+    # table name -> (the default action it was written with, packed cookie of the default entry)
+    default_cookies: dict[str, tuple[ActionCall, int]] = field(default_factory=dict)
+    # multicast group id -> (replicas in the client's order, metadata)
+    multicast: dict[int, tuple[tuple[Replica, ...], bytes]] = field(default_factory=dict)
+    owner: SwitchState | None = None
+
+    def clear(self) -> None:
+        self.default_cookies.clear()
+        self.multicast.clear()
+
+    def bind(self, state: SwitchState, *, carry: bool = False) -> None:
+        """Serve ``state`` from now on; ``carry`` keeps the extras (a state-keeping commit)."""
+        if state is not self.owner and not carry:
+            self.clear()
+        self.owner = state
+
+
+@dataclass
+class Target:
+    """One request's view of the device; handlers run with ``device.lock`` held."""
+
+    state: SwitchState
+    view: PipelineView
+    extras: Extras
+    # Called with a digest name when its configuration changes (the digest engine flushes it).
+    on_digest_config: Callable[[str], None] = lambda name: None
