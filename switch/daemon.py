@@ -166,7 +166,10 @@ class SwitchDaemon:
 
         self.ports = PortSet()
         for num, ifname in sorted(self.args.ports.items()):
-            self.ports.add(num, ifname)
+            try:
+                self.ports.add(num, ifname)
+            except OSError as e:
+                raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
         if self.args.pcap is not None:
             from switch.runtime.pcap import PcapWriter
 

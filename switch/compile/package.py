@@ -46,8 +46,13 @@ def load_device_config(data: bytes) -> CompiledProgram:
         raise DeviceConfigError(
             "p4_device_config is not a tailfabric P4 program (make one with 'tf-p4 compile'; "
             "BMv2 JSON is not accepted)") from None  # fmt: skip
+    if isinstance(doc, dict) and ("pipelines" in doc or "header_types" in doc):
+        raise DeviceConfigError(
+            "p4_device_config is BMv2 JSON (p4c output); tf-switch compiles P4 itself: push the "
+            "output of 'tf-p4 compile PROG.p4' instead")  # fmt: skip
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise DeviceConfigError(f"p4_device_config format is not {FORMAT!r}")
+        raise DeviceConfigError(f"p4_device_config is not a tailfabric P4 program (format is "
+                                f"not {FORMAT!r}; make one with 'tf-p4 compile')")  # fmt: skip
     source, name, files = doc.get("source"), doc.get("name", "<device-config>"), doc.get("files", {})
     if not isinstance(source, str) or not isinstance(name, str) or not isinstance(files, dict):
         raise DeviceConfigError("malformed device config")

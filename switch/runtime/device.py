@@ -261,23 +261,55 @@ def _controller_header(program: CompiledProgram, name: str) -> ControllerHeaderS
 
 
 def _carry_state(old: SwitchState, new: SwitchState) -> None:
-    """RECONCILE_AND_COMMIT: keep the entries that are still valid in the new pipeline."""
+    """RECONCILE_AND_COMMIT: keep every piece of state that still fits the new pipeline.
+
+    Action profiles first (indirect entries refer to their members and groups), then table
+    entries with their direct counters, indexed counters/meters/registers of the same size,
+    value sets, the replication engine and digest configuration. What no longer validates
+    (a removed table, a changed key) is dropped, as the P4Runtime spec allows.
+    """
     from switch.errors import P4Error
 
+    def keep(fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except P4Error:
+            pass
+
+    for name, prof in old.action_profiles.items():
+        np = new.action_profiles.get(name)
+        if np is None:
+            continue
+        for mid, call in prof.members.items():
+            keep(np.insert_member, mid, call)
+        for gid, grp in prof.groups.items():
+            keep(np.insert_group, gid, dict(grp.members), grp.max_size)
     for name, t in old.tables.items():
         nt = new.tables.get(name)
         if nt is None or nt.spec.is_const:
             continue
         for e in t.entries():
-            if e.is_const:
-                continue
-            try:
-                nt.insert(e)
-            except P4Error:
-                pass
+            if not e.is_const:
+                keep(nt.insert, e)
+        if t.default != t.spec.default_action and not nt.spec.const_default_action:
+            keep(nt.set_default, t.default)
+    for name, c in old.counters.items():
+        nc = new.counters.get(name)
+        if nc is not None and nc.size == c.size:
+            nc.packets, nc.bytes = list(c.packets), list(c.bytes)
+    for name, m in old.meters.items():
+        nm = new.meters.get(name)
+        if nm is not None and nm.size == m.size:
+            nm.cells = list(m.cells)
     for name, r in old.registers.items():
         nr = new.registers.get(name)
         if nr is not None and nr.spec.size == r.spec.size and nr.spec.width == r.spec.width:
-            for i in range(r.spec.size):
-                nr.control_write(i, r.control_read(i))
+            nr.values = list(r.values)
+    for name, vs in old.value_sets.items():
+        nv = new.value_sets.get(name)
+        if nv is not None:
+            keep(nv.set_members, vs.members)
+    for name, cfg in old.digest_config.items():
+        if name in new.digest_config:
+            new.digest_config[name] = cfg
     new.pre = old.pre

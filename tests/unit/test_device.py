@@ -182,3 +182,25 @@ def test_runtime_cli_server_runs_commands_and_survives_bad_requests(
         assert main(["--thrift-port", str(srv.port), "nope"]) == 1
     finally:
         srv.stop()
+
+
+def test_reconcile_carries_counters_registers_and_defaults() -> None:
+    prog_path = Path(__file__).resolve().parents[1] / "stf" / "registers.p4"
+    cfg = make_device_config(prog_path)
+    prog = load_device_config(cfg)
+    dev = Device()
+    pipe = Pipeline(prog, build_p4info(prog.schema), cfg, 1)
+    dev.commit(pipe)
+    reg = next(iter(dev.state.registers.values()))
+    reg.control_write(0, 7)
+    dev.commit(pipe, keep_state=True)
+    assert next(iter(dev.state.registers.values())).control_read(0) == 7
+    dev.commit(pipe)
+    assert next(iter(dev.state.registers.values())).control_read(0) == 0
+
+
+def test_bmv2_json_device_config_is_refused_with_a_clear_message() -> None:
+    from switch.compile.package import DeviceConfigError
+
+    with pytest.raises(DeviceConfigError, match="BMv2 JSON"):
+        load_device_config(b'{"header_types": [], "pipelines": []}')
