@@ -10,7 +10,7 @@ micro-SIDs::
 
     leaf  (plane p, index l)   0x1000 | p << 8 | l        p < 16, l < 256
     spine (plane p, index s)   0x2000 | p << 8 | s        p < 16, s < 256
-    NIC   (host h, plane p)    0x8000 | h << 4 | p        h < 2048
+    NIC   (host h, plane p)    0x8000 | h << 4 | p        h < 512
 
 A path from host a to host b through plane p and spine s is the destination address
 ``block | leaf(a) | spine(s) | leaf(b) | nic(b, p)``; every switch shifts its own micro-SID out,
@@ -34,7 +34,7 @@ BLOCK_BITS = 32
 USID_BITS = 16
 MAX_PLANES = 16
 MAX_SWITCHES_PER_TIER = 256
-MAX_HOSTS = 2048
+MAX_HOSTS = 512  # NIC micro-SIDs stay in 0x8000-0x9fff (0xe000- is uA, see p4/fabric.p4)
 SCHEMA_VERSION = 1
 GRPC_BASE_PORT = 50001
 THRIFT_BASE_PORT = 9091

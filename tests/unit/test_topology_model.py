@@ -75,7 +75,7 @@ def test_json_round_trip(tmp_path: Path) -> None:
         (FabricSpec(planes=17), "at most 16"),
         (FabricSpec(leaves=300), "at most 256"),
         (FabricSpec(hosts_per_leaf=63, spines=2), "host ports"),
-        (FabricSpec(leaves=256, hosts_per_leaf=9), "at most 2048"),
+        (FabricSpec(leaves=256, hosts_per_leaf=3), "at most 512"),
         (FabricSpec(link_mbps=0), "positive"),
     ],
 )
