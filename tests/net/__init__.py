@@ -1,0 +1,1 @@
+"""Tests that need root, network namespaces and veths (marker ``net``)."""

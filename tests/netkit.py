@@ -1,0 +1,151 @@
+"""Test helper: network namespaces and veth pairs that are always removed.
+
+Use in a test module::
+
+    from tests.netkit import NET_MARKS, NetKit
+    pytestmark = NET_MARKS          # marker ``net`` + skip when not root / no ``ip netns``
+
+    def test_x(netkit: NetKit) -> None:   # fixture from tests/net/conftest.py
+        ns = netkit.netns("h1")
+        pair = netkit.veth("s1", "h1", ns_b=ns, switch_side=True)
+
+Everything a :class:`NetKit` made is deleted when the test ends, passes or fails, and on
+Ctrl-C or SIGTERM (the handler turns it into ``SystemExit`` so ``finally`` blocks run). Names
+carry a random suffix per kit and the creator's pid, so :func:`cleanup_stale` (run once per
+process before the first kit) removes leftovers of crashed runs and nothing of live ones.
+The building blocks live in :mod:`switch.netns` (the benchmark harness uses them too) and are
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+import pytest
+
+from switch.netns import (
+    DEFAULT_PREFIX,
+    Netns,
+    VethPair,
+    add_address,
+    add_neighbor,
+    call_in_netns,
+    cleanup_stale,
+    configure_ipv6_host,
+    ifname,
+    net_unavailable_reason,
+    netns_name,
+    random_suffix,
+    read_if_stat,
+    run_in_netns,
+)
+from switch.runtime.offloads import disable_offloads
+
+__all__ = [
+    "NET_MARKS",
+    "NetKit",
+    "Netns",
+    "VethPair",
+    "add_address",
+    "add_neighbor",
+    "call_in_netns",
+    "cleanup_stale",
+    "configure_ipv6_host",
+    "disable_offloads",
+    "net_skip_reason",
+    "netkit",
+    "read_if_stat",
+    "run_in_netns",
+]
+
+_stale_checked = False
+
+
+@functools.cache
+def net_skip_reason() -> str | None:
+    """Why the ``net`` tests must be skipped here (not root, no ``ip netns``), or None."""
+    return net_unavailable_reason()
+
+
+NET_MARKS = [
+    pytest.mark.net,
+    pytest.mark.skipif(net_skip_reason() is not None, reason=str(net_skip_reason())),
+]
+
+
+def _install_sigterm_handler() -> None:
+    """Make SIGTERM unwind the stack (running cleanups) instead of killing the process."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+class NetKit:
+    """Makes namespaces and veth pairs with one random suffix; :meth:`close` deletes them all."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        global _stale_checked
+        if not _stale_checked:
+            _stale_checked = True
+            cleanup_stale(prefix)
+        _install_sigterm_handler()
+        self.prefix = prefix
+        self.suffix = random_suffix()
+        self._stack = contextlib.ExitStack()
+
+    def ifname(self, role: str) -> str:
+        """``<prefix><suffix><role>``, at most 15 characters (role: up to 9)."""
+        return ifname(role, self.prefix, self.suffix)
+
+    def netns(self, role: str) -> Netns:
+        """A new namespace (``lo`` up), deleted with the kit."""
+        return self._stack.enter_context(Netns(netns_name(role, self.prefix, self.suffix)))
+
+    def veth(
+        self, role_a: str, role_b: str, *, ns_a: Netns | str | None = None,
+        ns_b: Netns | str | None = None, switch_side: bool = False, host_ipv6: bool = True,
+        mtu: int | None = None, mac_a: str | None = None, mac_b: str | None = None,
+        offloads: bool = False,
+    ) -> VethPair:
+        """A veth pair named after the roles; ``switch_side=True``: end ``a`` is a switch port.
+
+        Offloads are off on both ends (unless ``offloads``); ends in a namespace get quiet IPv6
+        host sysctls; a switch-side end gets IPv6 disabled, and so does end ``b`` without
+        ``host_ipv6`` (then it sends nothing on its own, not even MLD reports).
+        """
+        a, b = self.ifname(role_a), self.ifname(role_b)
+        off = ([a] if switch_side else []) + ([] if host_ipv6 else [b])
+        pair = VethPair(a, b, ns_a=ns_a, ns_b=ns_b, mtu=mtu, mac_a=mac_a, mac_b=mac_b,
+                        ipv6_off=off, offloads=offloads)
+        return self._stack.enter_context(pair)
+
+    def close(self) -> None:
+        """Delete everything made by this kit (idempotent)."""
+        self._stack.close()
+
+    def __enter__(self) -> NetKit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def netkit() -> Iterator[NetKit]:
+    """A :class:`NetKit` for one test; skips when namespaces are unavailable."""
+    reason = net_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with NetKit() as kit:
+        yield kit
