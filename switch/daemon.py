@@ -199,14 +199,21 @@ class SwitchDaemon:
     # -- data path ---------------------------------------------------------------------
 
     def run_loop(self) -> None:
+        """Receive a batch, run ingress, drain what the queues allow through egress, send.
+
+        Sleeps in ``poll`` only when no frame is waiting and no queue may send yet; a PacketOut
+        or a config change wakes it through ``device.wakeup``.
+        """
         dev = self.device
         ports = self.ports
         pcaps = self.pcaps
         wake = dev.wakeup
-        fds = [wake.fileno(), *ports.filenos()]
+        port_by_fd = {port.fileno(): port for port in ports.ports}
         poller = select.poll()
-        for fd in fds:
+        poller.register(wake.fileno(), select.POLLIN)
+        for fd in port_by_fd:
             poller.register(fd, select.POLLIN)
+        attached = set(self.args.ports)
         log_packets = log.isEnabledFor(logging.DEBUG)
         while not self.stopping.is_set():
             frames = ports.recv_batch(BATCH)
@@ -221,25 +228,25 @@ class SwitchDaemon:
                     except Exception:  # noqa: BLE001 - one bad packet must not stop the switch
                         log.exception("packet from port %d dropped by an internal error", port)
                 out = dev.service_queues(BATCH)
-            for port, data in out:
-                if port in self.args.ports:
-                    ports.send(port, data)
-                    if pcaps:
-                        pcaps[(port, "out")].write(data)
-                    if log_packets:
-                        log.debug("port %d: sent %d bytes", port, len(data))
             if out:
-                ports.flush()
+                out = [(port, data) for port, data in out if port in attached]
+                ports.send_batch(out)
+                if pcaps or log_packets:
+                    for port, data in out:
+                        if pcaps:
+                            pcaps[(port, "out")].write(data)
+                        if log_packets:
+                            log.debug("port %d: sent %d bytes", port, len(data))
             if frames or out:
                 continue
             nxt = dev.next_departure_us()
-            if nxt is None:
-                timeout_ms = 200
-            else:
-                timeout_ms = max(0, int((nxt - dev.now_us()) / 1000))
-            if timeout_ms > 0:
-                poller.poll(timeout_ms)
-                wake.clear()
+            timeout_ms = 200 if nxt is None else max(0, int((nxt - dev.now_us()) / 1000))
+            if timeout_ms <= 0 or any(p.rx_ready() for p in ports.ports if p.rx_mode == "ring"):
+                continue
+            for fd, events in poller.poll(timeout_ms):
+                if events & (select.POLLERR | select.POLLHUP) and fd in port_by_fd:
+                    port_by_fd[fd].clear_error()  # a link went down: do not spin on it
+            wake.clear()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -319,8 +319,6 @@ def _parse_packet_line(keyword: str, span: Span, body: str, rest_at: int) -> Stf
             col = data_at + data.index("$") + 1
             raise StfError("'$' may only end the expected packet", _span_at(span, col))
         return ExpectCmd(span, port, hexdata, exact)
-    if not hexdata:
-        raise StfError("'packet' needs packet data", _span_at(span, len(body) + 1))
     if len(hexdata) % 2:
         first = data_at + len(data) - len(data.lstrip()) + 1
         raise StfError(f"packet data has an odd number of hex digits ({len(hexdata)})",

@@ -370,7 +370,7 @@ class CodeGen:
         if isinstance(e, ast.Binary):
             return self.g_binary(e)
         if isinstance(e, ast.Mux):
-            return f"({self.g_expr(e.then)} if {self.g_expr(e.cond)} else {self.g_expr(e.other)})"
+            return self.g_mux(e)
         if isinstance(e, ast.Cast):
             return self.g_cast(self.g_expr(e.expr), e.expr.type, t)
         if isinstance(e, ast.Call):
@@ -469,16 +469,59 @@ class CodeGen:
             return f"(~{v})"
         raise UnsupportedError(f"operator {e.op}", e.span)
 
+    def g_lazy(self, e: ast.Expr) -> tuple[str, list[str]]:
+        """Code for an operand that may not be evaluated, and the statements it needs first."""
+        saved = self.pre
+        self.pre = []
+        v = self.g_expr(e)
+        lazy, self.pre = self.pre, saved
+        return v, lazy
+
+    def guarded(self, cond: str, branches: list[tuple[str, list[str]]]) -> str:
+        """Hoist `if cond: <pre 0>; t = v0 else: <pre 1>; t = v1` so side effects stay lazy."""
+        t = self.tmp("c")
+        for i, (v, lazy) in enumerate(branches):
+            self.pre.append(f"if {cond}:" if i == 0 else "else:")
+            self.pre.extend("    " + line for line in lazy)
+            self.pre.append(f"    {t} = {v}")
+        return t
+
+    def g_short_circuit(self, e: ast.Binary) -> str:
+        a = self.g_expr(e.left)
+        b, lazy = self.g_lazy(e.right)
+        py = "and" if e.op == "&&" else "or"
+        if not lazy:
+            return f"({a} {py} {b})"
+        # the right operand has statements (calls with out/inout arguments): run them
+        # only when the left operand does not decide the result
+        if e.op == "&&":
+            return self.guarded(a, [(b, lazy), ("False", [])])
+        return self.guarded(a, [("True", []), (b, lazy)])
+
+    def g_mux(self, e: ast.Mux) -> str:
+        c = self.g_expr(e.cond)
+        a, lazy_a = self.g_lazy(e.then)
+        b, lazy_b = self.g_lazy(e.other)
+        if not lazy_a and not lazy_b:
+            return f"({a} if {c} else {b})"
+        return self.guarded(c, [(a, lazy_a), (b, lazy_b)])
+
     def g_binary(self, e: ast.Binary) -> str:
         op = e.op
+        if op in ("&&", "||"):
+            return self.g_short_circuit(e)
         t = e.type
         lt, rt = e.left.type, e.right.type
         a = self.g_expr(e.left)
-        b = self.g_expr(e.right)
-        if op == "&&":
-            return f"({a} and {b})"
-        if op == "||":
-            return f"({a} or {b})"
+        b, effects = self.g_lazy(e.right)
+        if effects:
+            # the right operand calls something with out/inout arguments: the left operand is
+            # evaluated first (P4 evaluates left to right), so keep its value before the call
+            if not isinstance(e.left, (ast.IntLit, ast.BoolLit)):
+                keep = self.tmp("l")
+                self.pre.append(f"{keep} = {a}")
+                a = keep
+            self.pre.extend(effects)
         if op in ("==", "!="):
             if is_composite(lt) or isinstance(lt, T.TupleT):
                 r = f"_eq({a}, {b})"
@@ -794,14 +837,32 @@ class CodeGen:
             return f"{v}.copy()"
         return v
 
+    def ordered_args(self, info: CallInfo) -> list[str]:
+        """Argument values, left to right: an `in` argument keeps its value from before the
+        side effects (calls with out/inout arguments) of the arguments after it."""
+        args: list[str] = []
+        for p, pt, a in zip(info.params, info.param_types, info.args):
+            saved = self.pre
+            self.pre = []
+            v = self.arg_value(p, pt, a)
+            effects, self.pre = self.pre, saved
+            if effects:
+                for i, (q, prev) in enumerate(zip(info.params, args)):
+                    if q.direction in ("", "in"):
+                        keep = self.tmp("a")
+                        self.pre.append(f"{keep} = {prev}")
+                        args[i] = keep
+                self.pre.extend(effects)
+            args.append(v)
+        return args
+
     def g_direct_call(self, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool) -> str | None:
         decl = info.decl
         if info.kind == "action":
             fname = self.action_fn(decl)
         else:
             fname = self.function_fn(decl)
-        args = [self.arg_value(p, pt, a) for p, pt, a in zip(info.params, info.param_types,
-                                                              info.args)]  # fmt: skip
+        args = self.ordered_args(info)
         outs = [(p, a) for p, pt, a in zip(info.params, info.param_types, info.args)
                 if p.direction in ("out", "inout") and not is_composite(pt)]  # fmt: skip
         has_ret = info.kind == "function" and decl.ret_type is not T.VOID
@@ -848,9 +909,13 @@ class CodeGen:
                 out.line(call)
             return None
         out.line(call)
+        # the callee's own parameters (the call may go through a control *type* declaration
+        # when the instance was passed as a constructor argument)
+        own = {id(p): q for p, q in zip(info.params, child.decl.params)}
         for p, a in outs:
             if a is not None:
-                self.g_assign(a, f"G_{child.py}__{p.ref.pyname}", out)  # type: ignore[attr-defined]
+                q = own[id(p)]
+                self.g_assign(a, f"G_{child.py}__{q.ref.pyname}", out)  # type: ignore[attr-defined]
         return None
 
     def g_packet_method(self, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
@@ -898,6 +963,8 @@ class CodeGen:
                     out.line(f"{h} = {self.class_of(lt)}()")
                     out.line(f"{h}._ext({v})")
                     return h
+                if isinstance(lt, T.StructLikeT) and lt.kind == "struct":
+                    return self.g_unpack_struct(lt, v, w, out, e)
                 if lt is T.BOOL:
                     return f"({v} != 0)"
                 if isinstance(lt, T.IntT):
@@ -918,6 +985,26 @@ class CodeGen:
             if name == "length":
                 return f"({pkt}.n & 0xffffffff)"
         raise UnsupportedError(f"packet method '{name}'", e.span)
+
+    def g_unpack_struct(self, t: T.StructLikeT, v: str, w: int, out: Emitter,
+                        e: ast.Expr) -> str:  # fmt: skip
+        """A struct of bit/int/bool fields filled from the big-endian integer `v` (lookahead)."""
+        st = self.tmp("ls")
+        out.line(f"{st} = {self.class_of(t)}()")
+        shift = w
+        for path, ft in self._flat_fields(t):
+            if not (ft is T.BOOL or isinstance(ft, (T.BitT, T.IntT))):
+                raise UnsupportedError(f"lookahead of a struct with a {ft} field is not supported",
+                                       e.span)  # fmt: skip
+            fw = T.width_of(ft)
+            shift -= fw
+            fv = f"(({v} >> {shift}) & {_mask(fw)})"
+            if ft is T.BOOL:
+                fv = f"bool({fv})"
+            elif isinstance(ft, T.IntT):
+                fv = f"_to_signed({fv}, {fw})"
+            out.line(f"{st}.{path} = {fv}")
+        return st
 
     def g_extract(self, h: str, t: Any, out: Emitter) -> None:
         nb = T.width_of(t) // 8
@@ -1210,6 +1297,9 @@ class CodeGen:
             fq = ti.action_fq[id(adecl)]
             fn = self.action_wrapper(ti, i, ref, adecl)
             entries.append(f"{fq!r}: {fn}")
+        if spec.default_action.name not in ti.action_fq.values():
+            # implicit `default_action = NoAction()` of a table that does not list it
+            entries.append(f"{spec.default_action.name!r}: _noop")
         self.dispatch_defs.append(f"{dispatch} = {{{', '.join(entries)}}}\n")
         self.inst = None
 
@@ -1288,6 +1378,7 @@ class CodeGen:
         out: list[str] = [
             "# generated by tailfabric's P4 compiler; do not edit",
             "_from_bytes = int.from_bytes",
+            "def _noop(*_args):\n    pass\n",
         ]
         out.extend(self.class_defs)
         out.extend(self.function_defs)

@@ -117,8 +117,10 @@ class Elaborator:
                              None)  # fmt: skip
         mt = main.inst_type  # type: ignore[attr-defined]
         if not (isinstance(mt, T.BlockT) and mt.kind == "package" and mt.decl.name == "V1Switch"):
-            raise UnsupportedError("this target runs only the v1model architecture: 'main' must be "
-                                   "a V1Switch package", main.span)  # fmt: skip
+            name = mt.decl.name if isinstance(mt, T.BlockT) else str(mt)
+            raise UnsupportedError(f"package '{name}' is not supported: this target runs only the "
+                                   "v1model architecture ('main' must be a V1Switch)",
+                                   main.span)  # fmt: skip
         for d in self.checked.program.decls:
             if isinstance(d, ast.Instantiation) and isinstance(d.inst_type, T.ExternT):  # type: ignore[attr-defined]
                 self.global_externs[id(d)] = self.make_extern(d, "", d.inst_type)  # type: ignore[attr-defined]
@@ -147,9 +149,20 @@ class Elaborator:
 
     # -- blocks ------------------------------------------------------------------------
 
+    def block_arg(self, a: Any, inst: BlockInst) -> BlockInst:
+        """The block instance passed as a constructor argument (`C2(c1) c2;`)."""
+        sym = a.ref if isinstance(a, ast.Name) else None
+        if isinstance(sym, Sym) and id(sym.decl) in inst.children:
+            return inst.children[id(sym.decl)]
+        raise UnsupportedError("a parser/control constructor argument must name an instance "
+                               "declared in the enclosing block", getattr(a, "span", None))  # fmt: skip
+
     def elaborate_block(self, decl: Any, path: str,
-                        ctor_values: list[tuple[Any, Any]] | None = None) -> BlockInst:  # fmt: skip
+                        ctor_values: list[tuple[Any, Any]] | None = None,
+                        block_args: dict[int, BlockInst] | None = None) -> BlockInst:  # fmt: skip
         inst = BlockInst(decl, path, self.unique_py(path), ctor_values=ctor_values or [])
+        # block-typed constructor parameters resolve to instances of the enclosing block
+        inst.children.update(block_args or {})
         self.all_blocks.append(inst)
         for loc in decl.locals:
             if isinstance(loc, ast.Instantiation):
@@ -160,13 +173,18 @@ class Elaborator:
                     child_path = qualify(path, loc, loc.name)
                     info = loc.ref  # type: ignore[attr-defined]
                     values = []
+                    blocks: dict[int, BlockInst] = {}
                     for p, a in zip(t.decl.ctor_params, info.args):
+                        if isinstance(p.ref.type, T.BlockT):  # type: ignore[attr-defined]
+                            blocks[id(p)] = self.block_arg(a, inst)
+                            continue
                         v = self.const_of(a) if a is not None else self.const_of(p.default)
                         if v is None:
                             raise UnsupportedError("constructor arguments must be compile-time "
                                                    "constants", loc.span)  # fmt: skip
                         values.append((p, v))
-                    inst.children[id(loc)] = self.elaborate_block(t.decl, child_path, values)
+                    inst.children[id(loc)] = self.elaborate_block(t.decl, child_path, values,
+                                                                  blocks)  # fmt: skip
             elif isinstance(loc, ast.ValueSetDecl):
                 fq = qualify(path, loc, loc.name)
                 et = loc.elem_type  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Any
 from switch.errors import Span, TypeError_, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
+from switch.lang.desugar import instantiate_direct_calls
 from switch.lang.symbols import CallInfo, Scope, Sym
 
 ARITH_OPS = {"+", "-", "*", "/", "%", "|+|", "|-|"}
@@ -425,6 +426,7 @@ class Checker:
         pscope = Scope(scope, owner=d)
         self.declare_params(d.params, pscope, "local", d)
         self.declare_params(d.ctor_params, pscope, "local", d)
+        instantiate_direct_calls(d, pscope)
         for loc in d.locals:
             self.check_local(loc, pscope, "local")
         names = {s.name for s in d.states}
@@ -526,6 +528,7 @@ class Checker:
         cscope = Scope(scope, owner=d)
         self.declare_params(d.params, cscope, "global", d)
         self.declare_params(d.ctor_params, cscope, "global", d)
+        instantiate_direct_calls(d, cscope)
         self.context_stack.append("control")
         try:
             for loc in d.locals:
@@ -949,8 +952,9 @@ class Checker:
                     raise _err(f"index {idx} is out of bounds for a stack of size {bt.size}",
                                e.index)  # fmt: skip
                 self.coerce(e.index, T.BitT(32), "stack index")
-            elif not isinstance(it, T.BitT):
-                raise _err(f"stack index must be an unsigned integer, not {it}", e.index)
+            elif not isinstance(it, (T.BitT, T.IntT)):
+                # p4c accepts signed indexes too; a negative one is out of range at run time
+                raise _err(f"stack index must be an integer, not {it}", e.index)
             return bt.elem
         if isinstance(e, ast.Slice):
             bt = self.check_expr(e.expr, scope)

@@ -10,11 +10,14 @@ names; nothing is changed by a command that fails.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from switch.errors import P4Error
+from switch.model import ActionCall, KeySpec, MatchKind
 from switch.runtime.state import SwitchState
+from switch.runtime.tables import TableEntry
 from switch.runtime.tm import TrafficManager
 
 
@@ -200,6 +203,103 @@ def meter_get_rates(st: SwitchState, tm: TrafficManager | None, a: list[str]) ->
     return f"{m.name}[{a[1]}]: CIR {config.cir}:{config.cburst} PIR {config.pir}:{config.pburst}"
 
 
+def parse_value(text: str, width: int, what: str) -> int:
+    """A simple_switch_CLI value: decimal/0x/0b integer, MAC, IPv4 or IPv6 address."""
+    t = text.strip()
+    try:
+        if ":" in t and all(len(x) <= 2 for x in t.split(":")) and t.count(":") == 5:
+            v = int(t.replace(":", ""), 16)
+        elif ":" in t:
+            v = int(ipaddress.IPv6Address(t))
+        elif t.count(".") == 3:
+            v = int(ipaddress.IPv4Address(t))
+        else:
+            v = int(t, 0)
+    except ValueError:
+        raise CliError(f"{what}: cannot read '{text}' (integer, MAC, IPv4 or IPv6 address)") from None
+    if v < 0 or v >= 1 << width:
+        raise CliError(f"{what}: {text} does not fit in {width} bits")
+    return v
+
+
+def _match_value(spec: KeySpec, text: str) -> object:
+    what = f"key '{spec.name}'"
+    k = spec.kind
+    if k is MatchKind.EXACT:
+        return parse_value(text, spec.width, what)
+    if k is MatchKind.LPM:
+        v, _, plen = text.partition("/")
+        n = int(plen) if plen else spec.width
+        if not 0 <= n <= spec.width:
+            raise CliError(f"{what}: prefix length {plen} out of range")
+        return (parse_value(v, spec.width, what), n)
+    if k is MatchKind.TERNARY:
+        v, sep, m = text.partition("&&&")
+        mask = parse_value(m, spec.width, what) if sep else (1 << spec.width) - 1
+        return (parse_value(v, spec.width, what) & mask, mask)
+    if k is MatchKind.RANGE:
+        lo, sep, hi = text.partition("->")
+        if not sep:
+            raise CliError(f"{what}: a range is written lo->hi")
+        return (parse_value(lo, spec.width, what), parse_value(hi, spec.width, what))
+    if k is MatchKind.OPTIONAL:
+        return None if text in ("*", "_") else parse_value(text, spec.width, what)
+    raise CliError(f"{what}: match kind {k.value} cannot be added from the CLI")
+
+
+def _action(st: SwitchState, table: str, name: str, params: list[str]) -> ActionCall:
+    t = st.table(table)
+    names = [r.name for r in t.spec.actions]
+    fq = next((n for n in names if n == name or n.endswith("." + name)), None)
+    if fq is None:
+        raise CliError(f"table '{t.spec.name}' has no action '{name}'; actions: {', '.join(names)}")
+    spec = st.actions[fq]
+    if len(params) != len(spec.params):
+        raise CliError(f"action '{fq}' takes {len(spec.params)} parameter(s) "
+                       f"({', '.join(p.name for p in spec.params)}), got {len(params)}")  # fmt: skip
+    return ActionCall(fq, tuple(parse_value(v, p.width, f"parameter '{p.name}'")
+                                for v, p in zip(params, spec.params)))  # fmt: skip
+
+
+def table_add(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
+    """table_add <table> <action> <match...> => <params...> [priority]"""
+    if "=>" not in a:
+        raise CliError("usage: table_add <table> <action> <match fields> => <action parameters> "
+                       "[priority]")  # fmt: skip
+    i = a.index("=>")
+    table, action, matches, rest = a[0], a[1], a[2:i], a[i + 1:]
+    t = st.table(table)
+    keys = t.spec.match_keys
+    if len(matches) != len(keys):
+        raise CliError(f"table '{t.spec.name}' has {len(keys)} match field(s) "
+                       f"({', '.join(k.name for k in keys)}), got {len(matches)}")  # fmt: skip
+    prio = 0
+    if t.spec.needs_priority:
+        if not rest:
+            raise CliError(f"table '{t.spec.name}' needs a priority after the action parameters")
+        prio = parse_value(rest[-1], 31, "priority")
+        rest = rest[:-1]
+    call = _action(st, table, action, rest)
+    entry = TableEntry(tuple(_match_value(k, m) for k, m in zip(keys, matches)), prio, action=call)
+    t.insert(entry)
+    return f"Entry has been added with handle {len(t) - 1}"
+
+
+def table_set_default(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
+    st.table(a[0]).set_default(_action(st, a[0], a[1], a[2:]))
+    return ""
+
+
+def table_reset_default(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
+    st.table(a[0]).reset_default()
+    return ""
+
+
+def table_clear(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
+    st.table(a[0]).clear()
+    return ""
+
+
 def table_num_entries(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
     return str(len(st.table(a[0])))
 
@@ -264,6 +364,12 @@ COMMANDS: dict[str, Command] = {
     "meter_array_set_rates": Command("meter_array_set_rates <meter> <rate:burst>...", 2, 3,
                                      meter_array_set_rates, ""),
     "meter_get_rates": Command("meter_get_rates <meter> <index>", 2, 2, meter_get_rates, ""),
+    "table_add": Command("table_add <table> <action> <match...> => <params...> [prio]", 3,
+                         None, table_add, "add an entry (lpm a/len, ternary v&&&m, range lo->hi)"),
+    "table_set_default": Command("table_set_default <table> <action> <params...>", 2, None,
+                                 table_set_default, "set the default action"),
+    "table_reset_default": Command("table_reset_default <table>", 1, 1, table_reset_default, ""),
+    "table_clear": Command("table_clear <table>", 1, 1, table_clear, "remove all entries"),
     "table_num_entries": Command("table_num_entries <table>", 1, 1, table_num_entries, ""),
     "table_dump": Command("table_dump <table>", 1, 1, table_dump, ""),
     "show_tables": Command("show_tables", 0, 0, show_tables, ""),

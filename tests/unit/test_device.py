@@ -204,3 +204,26 @@ def test_bmv2_json_device_config_is_refused_with_a_clear_message() -> None:
 
     with pytest.raises(DeviceConfigError, match="BMv2 JSON"):
         load_device_config(b'{"header_types": [], "pipelines": []}')
+
+
+def test_cli_table_add_takes_simple_switch_cli_syntax() -> None:
+    from switch.compile import load_program
+
+    sw = load_program(Path(__file__).resolve().parents[2] / "p4" / "ipv6_router.p4").new_switch()
+    out = run_command(sw.state, None, "table_add ipv6_lpm ipv6_forward 2001:db8::/32 => "
+                                      "00:00:00:00:00:02 3")
+    assert "handle 0" in out
+    e = sw.state.table("ipv6_lpm").entries()[0]
+    assert e.match == ((0x20010DB8 << 96, 32),) and e.action.args == (2, 3)
+    for bad, msg in [
+        ("table_add ipv6_lpm nope 2001:db8::/32 => 1", "has no action 'nope'"),
+        ("table_add ipv6_lpm ipv6_forward 2001:db8::/32 => 1", "takes 2 parameter"),
+        ("table_add ipv6_lpm ipv6_forward 2001:db8::/32 1", "usage: table_add"),
+        ("table_add ipv6_lpm ipv6_forward 2001:zz::/32 => 1 2", "cannot read"),
+        ("table_add ipv6_lpm ipv6_forward 2001:db8::/32 => 1 512", "does not fit in 9 bits"),
+    ]:
+        with pytest.raises(CliError, match=msg):
+            run_command(sw.state, None, bad)
+    assert len(sw.state.table("ipv6_lpm")) == 1
+    run_command(sw.state, None, "table_set_default ipv6_lpm ipv6_forward 0x02 4")
+    assert sw.state.table("ipv6_lpm").default.args == (2, 4)

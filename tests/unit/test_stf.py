@@ -191,7 +191,6 @@ def test_expect_patterns(line: str, pattern: str | None, exact: bool) -> None:
         ("packet 0 010", 1, 10, "odd number of hex digits"),
         ("\npacket 0 01 0g", 2, 14, "bad character 'g'"),
         ("packet x 01", 1, 8, "bad port number"),
-        ("packet 0", 1, 9, "needs packet data"),
         ("expect 1 01$02", 1, 12, "'$' may only end"),
         ("expect 1 01**zz", 1, 14, "bad character 'z'"),
         ("add dmac dstAddr:2 fwd(port:1", 1, 30, "expected ',' or ')'"),
@@ -642,3 +641,9 @@ def test_long_packets_are_shown_in_rows_of_32_bytes() -> None:
     assert "received packet is too long: 71 bytes, expected 70" in out
     markers = [line for line in out.splitlines() if line.strip() and set(line.strip()) == {"^"}]
     assert len(markers) == 2
+
+
+def test_packet_without_data_is_an_empty_packet() -> None:
+    # bmv2stf.py sends `packet <port>` with no bytes as a zero-length packet
+    (cmd,) = parse_stf("packet 0")
+    assert isinstance(cmd, PacketCmd) and cmd.data == b""

@@ -1,0 +1,78 @@
+"""Rewrites of P4-16 shorthand into the forms the type checker and code generator handle.
+
+Direct type invocation (P4-16 spec, "Direct type invocation"): inside a control or parser,
+``C.apply(args)`` where ``C`` names a control (or parser) type rather than an instance stands for
+a fresh instance ``C() c_inst;`` declared in the enclosing block and applied at that call. Each
+call site gets its own instance, named after the type (``C_0``, ``C_1``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from switch.lang import ast
+from switch.lang import types as T
+from switch.lang.symbols import Scope
+
+
+def _children(node: Any) -> Iterator[ast.Node]:
+    """The syntax nodes directly below `node` (fields holding nodes or lists of nodes)."""
+    for f in dataclasses.fields(node):
+        if f.name in ("ref", "type", "span"):
+            continue
+        v = getattr(node, f.name)
+        if isinstance(v, ast.Node):
+            yield v
+        elif isinstance(v, list):
+            yield from (x for x in v if isinstance(x, ast.Node))
+
+
+def _calls(node: ast.Node) -> Iterator[ast.Call]:
+    """Every call below `node`, outermost first."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            yield n
+        if isinstance(n, (ast.ActionDecl, ast.TableDecl, ast.FunctionDecl)):
+            continue  # their bodies cannot apply blocks
+        stack.extend(reversed(list(_children(n))))
+
+
+def _invoked_type(call: ast.Call, scope: Scope) -> ast.Name | None:
+    """The `C` of a `C.apply(...)` call where `C` names a control or parser declaration."""
+    f = call.func
+    if not (isinstance(f, ast.Member) and f.name == "apply" and isinstance(f.expr, ast.Name)):
+        return None
+    sym = scope.lookup(f.expr.name)
+    if sym is None or sym.kind != "type" or not isinstance(sym.type, T.BlockT):
+        return None
+    return f.expr if isinstance(sym.decl, (ast.ControlDecl, ast.ParserDecl)) else None
+
+
+def _fresh_name(base: str, scope: Scope, taken: set[str]) -> str:
+    i = 0
+    while f"{base}_{i}" in taken or scope.lookup(f"{base}_{i}") is not None:
+        i += 1
+    name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+def instantiate_direct_calls(block: ast.ControlDecl | ast.ParserDecl, scope: Scope) -> None:
+    """Turn each `C.apply(...)` of a block type inside `block` into an instance plus its apply."""
+    roots: list[ast.Node] = (
+        [block.body] if isinstance(block, ast.ControlDecl) else list(block.states)
+    )
+    taken = {getattr(loc, "name", "") for loc in block.locals}
+    for root in roots:
+        for call in _calls(root):
+            name = _invoked_type(call, scope)
+            if name is None:
+                continue
+            inst = _fresh_name(name.name, scope, taken)
+            typ = ast.NamedTypeRef(name.name, span=name.span)
+            block.locals.append(ast.Instantiation(inst, typ, [], span=name.span))
+            name.name = inst
