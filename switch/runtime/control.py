@@ -14,6 +14,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,14 +127,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "(simple_switch_CLI commands: set_queue_rate, mirroring_add, mc_*, ...)")  # fmt: skip
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT, help="the switch's CLI port")
     ap.add_argument("--thrift-ip", default="127.0.0.1")
+    ap.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                    help="keep trying to reach a switch that is still starting")  # fmt: skip
     ap.add_argument("command", nargs="*", help="a command; without one, read commands from stdin")
     args = ap.parse_args(argv)
-    try:
-        client = RuntimeCliClient(args.thrift_ip, args.thrift_port)
-    except OSError as e:
-        print(f"error: cannot reach the switch at {args.thrift_ip}:{args.thrift_port}: {e.strerror or e}",
-              file=sys.stderr)  # fmt: skip
-        return 1
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            client = RuntimeCliClient(args.thrift_ip, args.thrift_port)
+            break
+        except OSError as e:
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            print(f"error: cannot reach the switch at {args.thrift_ip}:{args.thrift_port}: "
+                  f"{e.strerror or e}", file=sys.stderr)  # fmt: skip
+            return 1
     lines = [" ".join(args.command)] if args.command else sys.stdin
     rc = 0
     with client:

@@ -232,7 +232,8 @@ def _match_value(spec: KeySpec, text: str) -> object:
         n = int(plen) if plen else spec.width
         if not 0 <= n <= spec.width:
             raise CliError(f"{what}: prefix length {plen} out of range")
-        return (parse_value(v, spec.width, what), n)
+        mask = ((1 << n) - 1) << (spec.width - n)
+        return (parse_value(v, spec.width, what) & mask, n)  # host bits are ignored, as BMv2's CLI
     if k is MatchKind.TERNARY:
         v, sep, m = text.partition("&&&")
         mask = parse_value(m, spec.width, what) if sep else (1 << spec.width) - 1
