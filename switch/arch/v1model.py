@@ -213,13 +213,14 @@ class V1Switch:
 
     def ingress_pass(self, port: int, data: bytes, instance_type: int = InstanceType.NORMAL,
                      restore: tuple[Any, Any] | None = None, passes: int = 0,
-                     original: bytes | None = None) -> list[EgressJob]:  # fmt: skip
+                     original: bytes | None = None, now: int | None = None) -> list[EgressJob]:  # fmt: skip
         """Parse, verify, run ingress; return the packets the traffic manager must enqueue.
 
         Resubmitted packets are processed here recursively (they never reach a queue).
         """
         rt = self.rt
-        now = self.clock()
+        if now is None:
+            now = self.clock()
         hdr, meta, sm = self.new_headers(), self.new_meta(), self.new_sm()
         sm.f_ingress_port = port
         sm.f_packet_length = len(data)
@@ -231,12 +232,14 @@ class V1Switch:
         payload = self._run_parser(data, hdr, meta, sm)
         rt.payload = payload
         try:
-            self.verify_checksum(hdr, meta)
-            sm.f_checksum_error = rt.checksum_error
-            try:
-                self.ingress(hdr, meta, sm)
-            except support.ExitSignal:
-                pass
+            if self.verify_checksum is not None:
+                self.verify_checksum(hdr, meta)
+                sm.f_checksum_error = rt.checksum_error
+            if self.ingress is not None:
+                try:
+                    self.ingress(hdr, meta, sm)
+                except support.ExitSignal:
+                    pass
         except AssertionFailure:
             self.counters.assert_drops += 1
             return []
@@ -326,7 +329,8 @@ class V1Switch:
 
     # -- one pass through egress -----------------------------------------------------------
 
-    def egress_pass(self, job: EgressJob, enq_info: tuple[int, int, int, int] | None = None
+    def egress_pass(self, job: EgressJob, enq_info: tuple[int, int, int, int] | None = None,
+                    now: int | None = None,
                     ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, Any]]]:  # fmt: skip
         """Run egress and the deparser.
 
@@ -335,7 +339,8 @@ class V1Switch:
         (port, bytes, restore)).
         """
         rt = self.rt
-        now = self.clock()
+        if now is None:
+            now = self.clock()
         hdr, meta, sm = job.hdr, job.meta, job.sm
         sm.f_egress_port = job.port
         sm.f_egress_spec = 0
@@ -346,10 +351,11 @@ class V1Switch:
         rt.begin(sm.f_packet_length, now, sm)
         rt.payload = job.payload
         try:
-            try:
-                self.egress(hdr, meta, sm)
-            except support.ExitSignal:
-                pass
+            if self.egress is not None:
+                try:
+                    self.egress(hdr, meta, sm)
+                except support.ExitSignal:
+                    pass
         except AssertionFailure:
             self.counters.assert_drops += 1
             return [], [], []
@@ -377,7 +383,8 @@ class V1Switch:
         recirc = rt.recirc_req
         saver = self._field_list(recirc, meta, sm) if recirc is not None else None
         rt.payload = job.payload
-        self.compute_checksum(hdr, meta)
+        if self.compute_checksum is not None:
+            self.compute_checksum(hdr, meta)
         parts: list[bytes] = []
         self.deparser(parts, hdr)
         parts.append(job.payload)

@@ -1385,6 +1385,10 @@ class CodeGen:
         out.extend(self.dispatch_defs)
         out.append(fl)
         names = {role: ("P_" if role in ("parser",) else "C_") + b.py for role, b in blocks.items()}
+        # a control whose apply block is empty has no effect: the architecture skips the call
+        for role, b in blocks.items():
+            if isinstance(b.decl, ast.ControlDecl) and not b.decl.body.stmts and role != "deparser":
+                names[role] = "None"
         out.append("ENTRY = {" + ", ".join(f"{r!r}: {n}" for r, n in names.items()) + "}")
         out.append(f"NEW_HEADERS = {self.class_of(self.hdr_type)}")
         out.append(f"NEW_META = {self.class_of(self.meta_type)}")

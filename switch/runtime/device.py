@@ -180,8 +180,8 @@ class Device:
             self.counters.no_pipeline_drops += 1
             return 0
         sw.counters.received += 1
-        jobs = sw.ingress_pass(port, data)
-        return self._enqueue(jobs)
+        now = self.now_us()
+        return self._enqueue(sw.ingress_pass(port, data, now=now), now)
 
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
         """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
@@ -196,12 +196,14 @@ class Device:
         self.wakeup.set()
         return n
 
-    def _enqueue(self, jobs: list[EgressJob]) -> int:
+    def _enqueue(self, jobs: list[EgressJob], now: int | None = None) -> int:
         n = 0
-        now = self.now_us()
+        if now is None:
+            now = self.now_us()
+        tm = self.tm
         for job in jobs:
             job.nbytes = len(job.payload) + 64
-            depth = self.tm.enqueue(job.port, job.priority, job, now)
+            depth = tm.enqueue(job.port, job.priority, job, now)
             if depth is not None:
                 job.sm.f_enq_timestamp = now & 0xFFFFFFFF
                 job.sm.f_enq_qdepth = depth
@@ -219,9 +221,10 @@ class Device:
         for _port, job, enq_us, deq_depth in ready:
             info = (enq_us & 0xFFFFFFFF, job.sm.f_enq_qdepth, (now - enq_us) & 0xFFFFFFFF,
                     deq_depth)  # fmt: skip
-            sent, clones, recircs = sw.egress_pass(job, info)
+            sent, clones, recircs = sw.egress_pass(job, info, now)
             frames.extend(sent)
-            self._enqueue(clones)
+            if clones:
+                self._enqueue(clones, now)
             for _p, data, saver in recircs:
                 self._enqueue(sw.ingress_pass(0, data, InstanceType.RECIRC, saver,
                                               job.passes + 1))  # fmt: skip
