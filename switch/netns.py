@@ -326,7 +326,14 @@ class VethPair:
     def mac(self, end: str) -> str:
         """The MAC address of end ``a`` or ``b`` (by interface name)."""
         ns = self.ns_a if end == self.a else self.ns_b
-        return call_in_netns(ns, lambda: read_sysfs_net(end, "address"))
+        if ns is None:
+            return read_sysfs_net(end, "address")
+        # /sys shows the namespace of whoever mounted it, so ask ip inside the namespace
+        out = _ip(["-o", "link", "show", end], netns=ns)
+        m = re.search(r"link/ether ([0-9a-f:]{17})", out)
+        if m is None:
+            raise NetnsError(f"no MAC address for {end} in {ns}")
+        return m.group(1)
 
 
 def read_sysfs_net(ifname_: str, attr: str) -> str:

@@ -69,8 +69,14 @@ class RuntimeContext:
         self.truncate_len = 0
         self.assert_failures = 0
         self.custom_crc: dict[str, Any] = {}
+        self.in_ingress = True
+        self.late_digests: list[tuple[str, Callable[[], tuple[int, ...]]]] = []
+        self.egress_digests_ignored = 0
 
-    def begin(self, pkt_len: int, now_us: int, sm: Any) -> None:
+    def begin(self, pkt_len: int, now_us: int, sm: Any, in_ingress: bool = True) -> None:
+        self.in_ingress = in_ingress
+        if self.late_digests:
+            self.late_digests = []
         self.pkt_len = pkt_len
         self.now_us = now_us
         self.sm = sm
@@ -89,8 +95,24 @@ class RuntimeContext:
             return lo
         return self.rng.randint(lo, hi)
 
+    # BMv2 keeps one learn list per packet (the last digest() call of the ingress pass wins)
+    # and builds the message when ingress ends; digest() in egress does nothing.
+
     def digest(self, name: str, values: tuple[int, ...]) -> None:
-        self.state.push_digest(name, values)
+        """A digest of a list or computed value: p4c copies it into a temporary at the call."""
+        self.digest_late(name, lambda: values)
+
+    def digest_late(self, name: str, read: Callable[[], tuple[int, ...]]) -> None:
+        """A digest of a field reference: its fields are read when ingress ends."""
+        if not self.in_ingress:
+            self.egress_digests_ignored += 1
+            return
+        self.late_digests = [(name, read)]
+
+    def flush_digests(self) -> None:
+        for name, read in self.late_digests:
+            self.state.push_digest(name, read())
+        self.late_digests = []
 
     def log(self, msg: str, values: tuple[int, ...]) -> None:
         if log.isEnabledFor(logging.INFO):
@@ -243,6 +265,8 @@ class V1Switch:
         except AssertionFailure:
             self.counters.assert_drops += 1
             return []
+        if rt.late_digests:
+            rt.flush_digests()
         original = data if original is None else original
         jobs: list[EgressJob] = []
         # 1. clone (I2E): the packet as it entered ingress, parsed again
@@ -348,7 +372,7 @@ class V1Switch:
         if enq_info is not None:
             (sm.f_enq_timestamp, sm.f_enq_qdepth, sm.f_deq_timedelta,
              sm.f_deq_qdepth) = enq_info  # fmt: skip
-        rt.begin(sm.f_packet_length, now, sm)
+        rt.begin(sm.f_packet_length, now, sm, in_ingress=False)
         rt.payload = job.payload
         try:
             if self.egress is not None:

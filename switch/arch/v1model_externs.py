@@ -128,8 +128,20 @@ def digest(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
     gen.digests.setdefault(name, t)
     fields = fields_code(gen, data)
     gen.flush(out)
-    out.line(f"_rt.digest({name!r}, tuple(_v for _v, _w in {fields}))")
+    if _is_lvalue_path(data):
+        # BMv2 reads a digest's fields when ingress ends, not when digest() runs
+        out.line(f"_rt.digest_late({name!r}, lambda: tuple(_v for _v, _w in {fields}))")
+    else:  # a list or a computed value: p4c copies it into a temporary at the call
+        out.line(f"_rt.digest({name!r}, tuple(_v for _v, _w in {fields}))")
     return None
+
+
+def _is_lvalue_path(e: ast.Expr) -> bool:
+    while isinstance(e, (ast.Member, ast.Index)):
+        if isinstance(e, ast.Member) and isinstance(e.ref, tuple):
+            return False
+        e = e.expr
+    return isinstance(e, ast.Name) and isinstance(e.ref, Sym) and e.ref.kind in ("var", "param")
 
 
 def _field_list_paths(gen: CodeGen, e: ast.Expr) -> list[str]:

@@ -121,3 +121,10 @@ def test_sigterm_still_cleans_up(tmp_path: Path) -> None:
     proc.terminate()
     proc.wait(10)
     assert ns_name not in list_netns() and link not in _links()
+
+
+def test_mac_of_an_end_inside_a_namespace(netkit: NetKit) -> None:
+    ns = netkit.netns("macns")
+    pair = netkit.veth("mca", "mcb", ns_b=ns, mac_b="02:00:00:00:ab:cd")
+    assert pair.mac(pair.b) == "02:00:00:00:ab:cd"
+    assert len(pair.mac(pair.a)) == 17

@@ -72,3 +72,51 @@ def test_direct_type_invocation_gets_its_own_instance_names() -> None:
                           "prog.p4")  # fmt: skip
     names = sorted(t.name for t in prog.schema.tables)
     assert names == ["I.Cnt_0.t", "I.Cnt_1.t"]
+
+
+DIGEST_TIMING = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct headers_t { h_t h; }
+struct d_t { bit<8> v; bit<8> w; }
+struct meta_t { d_t d; bit<8> x; }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control V(inout headers_t hdr, inout meta_t meta) { apply { } }
+control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply {
+        meta.x = 5;
+        digest(2, { meta.x, hdr.h.a });      // a list: copied at the call, but overridden below
+        meta.d.v = 1;
+        meta.d.w = 7;
+        digest<d_t>(1, meta.d);              // a field reference: read when ingress ends
+        meta.d.v = 2;
+        meta.x = 6;
+        sm.egress_spec = 1;
+    }
+}
+control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply { digest<d_t>(1, meta.d); }      // BMv2 ignores digests from egress
+}
+control C(inout headers_t hdr, inout meta_t meta) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_digest_fields_are_read_at_the_end_of_ingress_as_bmv2_does() -> None:
+    sw = compile_source(DIGEST_TIMING, "digest_timing.p4").new_switch()
+    assert sw.process(0, b"\x09") == [(1, b"\x09")]
+    # one learn list per packet (the last call wins), read when ingress ends; egress ignored
+    assert list(sw.state.digests) == [("d_t", (2, 7))]
+    assert sw.rt.egress_digests_ignored == 1
+
+
+def test_a_list_digest_keeps_the_values_of_the_call() -> None:
+    src = DIGEST_TIMING.replace("digest<d_t>(1, meta.d);              // a field reference: read "
+                                "when ingress ends", "")
+    sw = compile_source(src, "digest_list.p4").new_switch()
+    sw.process(0, b"\x09")
+    assert [v for _, v in sw.state.digests] == [(5, 9)]
