@@ -139,15 +139,35 @@ class CodeGen:
         e.indent()
         e.line(f"__slots__ = {tuple(slots)!r}")
         e.line(f"_kind = {t.kind!r}")
+        # A header's scalar fields start unset and read as their default through __getattr__
+        # (reached only for a field never written): a packet creates many headers (whole
+        # stacks) it never touches, so construction sets only validity and nested objects.
+        # Structs (metadata) are read constantly, so their fields are set eagerly.
+        lazy = is_hdr
         e.line("def __init__(self):")
         e.indent()
+        body = 0
         if is_hdr:
             e.line("self._v = False")
+            body += 1
         for n, ft in fields:
-            e.line(f"self.f_{n} = {default_value(ft, self)}")
-        if not fields and not is_hdr:
+            if is_composite(ft) or not lazy:
+                e.line(f"self.f_{n} = {default_value(ft, self)}")
+                body += 1
+        if not body:
             e.line("pass")
         e.dedent()
+        if lazy:
+            scalars = {f"f_{n}": default_value(ft, self) for n, ft in fields
+                       if not is_composite(ft)}  # fmt: skip
+            e.line("_DEFAULTS = {" + ", ".join(f"{k!r}: {v}" for k, v in scalars.items()) + "}")
+            e.line("def __getattr__(self, name):")
+            e.indent()
+            e.line("try:")
+            e.line("    return self._DEFAULTS[name]")
+            e.line("except KeyError:")
+            e.line("    raise AttributeError(name) from None")
+            e.dedent()
         e.line("def _set(self, o):")
         e.indent()
         if is_hdr:
