@@ -1,0 +1,239 @@
+"""Transport benchmark: goodput and message completion time, MRC vs single path vs TCP.
+
+``python -m host.bench --out results/bench_transport.csv`` (``make bench-transport``) runs each
+transport on loopback between this process (sender) and a child process (receiver), so the
+two ends use two cores as two hosts would. For every message size it measures
+
+* goodput: ``depth`` messages kept outstanding, total bytes / time from the first send to the
+  last completion (a completion = the receiver acknowledged every byte);
+* completion time: one message at a time, from ``send`` to its completion (p50, p99).
+
+MRC runs over 2 planes × 2 "spines" = 4 EVs (one ``::1`` socket per plane; see
+``host.paths``), single path over one hashed EV of the same set, TCP over one ``::1``
+connection. ``--fabric TOPOLOGY.json`` is the same measurement between two hosts of a
+running emulated fabric: :func:`fabric_bench`, which needs the fabric issue's bring-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import multiprocessing as mp
+import os
+import pathlib
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from multiprocessing.connection import Connection as Pipe
+
+from host.api import MessageConnection
+from host.baseline import TcpEndpoint, single_path_config
+from host.errors import FabricNotRunning, TransportError, TransportTimeout
+from host.mrc.config import MrcConfig, loopback_config
+from host.mrc.endpoint import Endpoint
+from host.network import UdpNetwork
+from host.paths import RouteTable, loopback_evs, loopback_nics
+
+TRANSPORTS = ("mrc", "single_path", "tcp")
+DEFAULT_SIZES = (4 * 1024, 64 * 1024, 1024 * 1024, 16 * 1024 * 1024)
+PLANES, SPINES = 2, 2
+FABRIC_MESSAGE = "needs a running fabric (make fabric-up)"
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    transport: str
+    network: str
+    msg_bytes: int
+    messages: int
+    depth: int
+    goodput_mbps: float
+    goodput_mbyte_s: float
+    mct_p50_ms: float
+    mct_p99_ms: float
+    mct_messages: int
+    retransmits: int
+    sender_cpu_s: float
+
+
+def _config(transport: str) -> MrcConfig:
+    cfg = loopback_config()
+    return single_path_config(cfg) if transport == "single_path" else cfg
+
+
+def _receiver(transport: str, pipe: Pipe) -> None:
+    """The child process: accept one connection and consume messages until told to stop."""
+    if transport == "tcp":
+        tcp = TcpEndpoint(1)
+        pipe.send(tcp.address)
+        conn: MessageConnection = tcp.accept(timeout=30)
+        closer = tcp.close
+    else:
+        net = UdpNetwork(loopback_nics(PLANES))
+        pipe.send(net.ports)
+        ep = Endpoint(net, 1, RouteTable({0: loopback_evs(pipe.recv(), SPINES)}), _config(transport))
+        conn = ep.accept(timeout=30)
+        closer = ep.close
+    try:
+        while True:
+            try:
+                conn.recv(timeout=0.2)
+            except TransportTimeout:
+                if pipe.poll():
+                    break
+            except TransportError:  # the sender closed first
+                break
+    finally:
+        closer()
+
+
+def _percentile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def measure(conn: MessageConnection, msg_bytes: int, *, transport: str, network: str,
+            depth: int = 8, goodput_bytes: int = 48 * 1024 * 1024, min_messages: int = 8,
+            mct_messages: int = 30, timeout_s: float = 120.0) -> BenchRow:  # fmt: skip
+    """Goodput with ``depth`` messages outstanding, then completion times one at a time."""
+    payload = os.urandom(msg_bytes)
+    n = max(min_messages, min(4000, goodput_bytes // msg_bytes))
+    cpu0 = _cpu_s()
+    retx0 = _retransmits(conn)
+    t0 = time.monotonic()
+    window = []
+    for _ in range(n):
+        window.append(conn.send(payload, timeout=timeout_s))
+        if len(window) >= depth:
+            window.pop(0).wait(timeout_s)
+    for h in window:
+        h.wait(timeout_s)
+    elapsed = time.monotonic() - t0
+    m = max(5, min(mct_messages, (64 * 1024 * 1024) // msg_bytes))
+    mcts = []
+    for _ in range(m):
+        t = time.monotonic()
+        conn.send(payload, timeout=timeout_s).wait(timeout_s)
+        mcts.append(time.monotonic() - t)
+    rate = n * msg_bytes / elapsed
+    return BenchRow(transport, network, msg_bytes, n, depth, round(rate * 8 / 1e6, 1),
+                    round(rate / 1e6, 2), round(statistics.median(mcts) * 1e3, 3),
+                    round(_percentile(mcts, 0.99) * 1e3, 3), m, _retransmits(conn) - retx0,
+                    round(_cpu_s() - cpu0, 2))  # fmt: skip
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _retransmits(conn: MessageConnection) -> int:
+    stats = getattr(conn, "stats", None)
+    return int(getattr(stats(), "retransmits", 0)) if callable(stats) else 0
+
+
+def loopback_bench(transports: Sequence[str] = TRANSPORTS,
+                   sizes: Sequence[int] = DEFAULT_SIZES, **kw: int) -> list[BenchRow]:  # fmt: skip
+    """Every transport × size on loopback, receiver in a child process."""
+    rows: list[BenchRow] = []
+    ctx = mp.get_context("spawn")
+    for transport in transports:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; choose from {', '.join(TRANSPORTS)}")
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_receiver, args=(transport, theirs), daemon=True)
+        proc.start()
+        try:
+            rows.extend(_sender(transport, mine, sizes, **kw))
+        finally:
+            mine.send("stop")
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+    return rows
+
+
+def _sender(transport: str, pipe: Pipe, sizes: Sequence[int], **kw: int) -> list[BenchRow]:
+    if not pipe.poll(30):
+        raise TransportError("benchmark receiver did not start")
+    if transport == "tcp":
+        with TcpEndpoint(0, peers={1: pipe.recv()}) as tcp:
+            return _run_sizes(tcp.connect(1), transport, sizes, **kw)
+    net = UdpNetwork(loopback_nics(PLANES))
+    peer_ports = pipe.recv()
+    pipe.send(net.ports)
+    with Endpoint(net, 0, RouteTable({1: loopback_evs(peer_ports, SPINES)}), _config(transport)) as ep:
+        return _run_sizes(ep.connect(1), transport, sizes, **kw)
+
+
+def _run_sizes(conn: MessageConnection, transport: str, sizes: Sequence[int],
+               **kw: int) -> list[BenchRow]:  # fmt: skip
+    for _ in range(20):  # warm up: connection set-up, window growth
+        conn.send(os.urandom(65536)).wait(30)
+    rows = []
+    for size in sizes:
+        row = measure(conn, size, transport=transport, network="loopback", **kw)
+        print(f"{row.transport:12s} {row.msg_bytes:>9d} B  {row.goodput_mbyte_s:7.1f} MB/s  "
+              f"mct p50 {row.mct_p50_ms:8.2f} ms  p99 {row.mct_p99_ms:8.2f} ms  "
+              f"retx {row.retransmits}", flush=True)  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def fabric_bench(topology: str | pathlib.Path, *, src: str = "h1", dst: str = "h2",
+                 transports: Sequence[str] = TRANSPORTS,
+                 sizes: Sequence[int] = DEFAULT_SIZES) -> list[BenchRow]:  # fmt: skip
+    """The same measurement between two hosts of a running emulated fabric.
+
+    To be completed by the fabric issue: bring the fabric up (``make fabric-up``), run
+    ``_receiver``'s loop inside ``dst``'s namespace and the sender inside ``src``'s, with
+    ``UdpNetwork(fabric_nics(fabric, host))`` and ``RouteTable.from_fabric(fabric, host)``
+    (``baseline=True`` for single path over the switches' ECMP), ``fabric_config()``.
+
+    Raises:
+        FabricNotRunning: always, until then.
+    """
+    raise FabricNotRunning(f"{FABRIC_MESSAGE}: cannot benchmark {src} -> {dst} on {topology}")
+
+
+def write_csv(rows: Sequence[BenchRow], path: str | pathlib.Path) -> None:
+    p = pathlib.Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(BenchRow)])
+        w.writeheader()
+        for r in rows:
+            w.writerow(asdict(r))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m host.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="results/bench_transport.csv")
+    ap.add_argument("--transports", default=",".join(TRANSPORTS))
+    ap.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
+                    help="message sizes in bytes, comma-separated")  # fmt: skip
+    ap.add_argument("--depth", type=int, default=8, help="messages outstanding (goodput)")
+    ap.add_argument("--goodput-mbytes", type=int, default=48, help="bytes per goodput run, MB")
+    ap.add_argument("--fabric", metavar="TOPOLOGY.json", help="measure through a running fabric")
+    args = ap.parse_args(argv)
+    transports = [t for t in args.transports.split(",") if t]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    try:
+        if args.fabric:
+            rows = fabric_bench(args.fabric, transports=transports, sizes=sizes)
+        else:
+            rows = loopback_bench(transports, sizes, depth=args.depth,
+                                  goodput_bytes=args.goodput_mbytes * 1024 * 1024)  # fmt: skip
+    except TransportError as e:
+        print(f"bench-transport: {e}", file=sys.stderr)
+        return 2
+    write_csv(rows, args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

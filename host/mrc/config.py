@@ -1,0 +1,145 @@
+"""Configuration of an MRC endpoint: frozen dataclasses, units in the field names.
+
+Defaults suit Python hosts (a loop iteration costs tens of microseconds, so RTTs are
+hundreds of microseconds at best and timers are millisecond-grained); ``fabric_config`` and
+``loopback_config`` give the two settings the tools use.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from host.wire import MAX_PAYLOAD_BYTES, MAX_SACK_BITS
+
+FABRIC_MTU_BYTES = 1500
+IPV6_UDP_OVERHEAD_BYTES = 48
+FABRIC_PAYLOAD_BYTES = 1384  # 1500 - 40 (IPv6) - 8 (UDP) - 68 (DATA header)
+LOOPBACK_PAYLOAD_BYTES = 8192
+
+
+class EvPolicy(enum.Enum):
+    """How packets are put on EVs."""
+
+    SPRAY = "spray"
+    """MRC: every packet on the next usable EV, weighted by per-EV signals; a loss marks the
+    EV ASSUMED_BAD at once and probes bring it back."""
+    HASHED = "hashed"
+    """Baseline (ECMP-like): one EV per connection chosen by a hash of its ids; losses do not
+    move traffic; optionally re-hash after a retransmission timeout (like Linux PRR/PLB)."""
+
+
+@dataclass(frozen=True)
+class CcConfig:
+    """Delay-based congestion window in the spirit of Ultra Ethernet NSCC."""
+
+    enabled: bool = True
+    """False: a fixed window of ``initial_cwnd_bytes`` (tests, comparisons)."""
+    initial_cwnd_bytes: int = 256 * 1024
+    min_cwnd_bytes: int = 8 * 1024
+    max_cwnd_bytes: int = 2 * 1024 * 1024
+    base_rtt_us: float = 0.0
+    """Unloaded RTT; 0 = the smallest RTT sample seen."""
+    target_qdelay_us: float = 2_000.0
+    """Queuing delay (RTT minus base RTT) the window aims at."""
+    ecn_enabled: bool = True
+    """With ECN (NSCC): decrease only when CE *and* delay above target. Without (loopback, no
+    marking switch): a delay above target alone decreases the window."""
+    gamma: float = 0.8
+    """Multiplicative decrease strength: cwnd *= 1 - gamma * (delay - target) / delay."""
+    max_md_fraction: float = 0.5
+    """At most this fraction of the window goes in one decrease."""
+    fair_increase_bytes: float = 16 * 1024
+    """Additive increase per window's worth of acknowledged bytes (about per RTT)."""
+    proportional_gain: float = 1.0
+    """Extra growth per acknowledged byte at zero queuing delay, scaled by the headroom."""
+    qa_threshold_us: float = 20_000.0
+    """Quick adapt: above this queuing delay the window drops to what was delivered in the
+    last window (at most once per base RTT + target)."""
+
+
+@dataclass(frozen=True)
+class EvConfig:
+    """EV selection, per-EV signals, states and probes."""
+
+    policy: EvPolicy = EvPolicy.SPRAY
+    min_active: int = 0
+    """``ev_min_active``: never mark more EVs ASSUMED_BAD than would leave fewer GOOD ones
+    than this. 0 = ``ceil(min_active_fraction * number of EVs)``, at least 1."""
+    min_active_fraction: float = 0.25
+    probe_interval_ms: float = 5.0
+    """First probe of an ASSUMED_BAD EV after this long; doubles per failed probe."""
+    probe_max_interval_ms: float = 200.0
+    probe_timeout_ms: float = 50.0
+    ecn_penalty: float = 1.0
+    nack_penalty: float = 4.0
+    loss_penalty: float = 8.0
+    """Penalty of a loss that the floor did not let mark the EV ASSUMED_BAD."""
+    penalty_half_life_ms: float = 20.0
+    reweight_interval_ms: float = 2.0
+    """Weights are recomputed at most this often (state changes apply at once)."""
+    min_weight_fraction: float = 0.1
+    rehash_on_rto: bool = True
+    """HASHED only: move the connection to another EV after a retransmission timeout."""
+    hash_seed: int = 0
+
+
+@dataclass(frozen=True)
+class MrcConfig:
+    """One endpoint's transport settings (both ends of a connection should agree)."""
+
+    payload_bytes: int = FABRIC_PAYLOAD_BYTES
+    """Message bytes per packet (the packet ``stride``)."""
+    window_packets: int = 4096
+    """Largest PSN span in flight: the receiver's out-of-order tracking window (MRC's MPR)."""
+    sack_bits: int = 2048
+    """SACK bitmap bits per ACK (PSNs above cum+1)."""
+    ack_every_packets: int = 8
+    ack_delay_ms: float = 1.0
+    max_recv_buffer_bytes: int = 64 * 1024 * 1024
+    """Receive memory per connection: messages being reassembled or waiting for ``recv``."""
+    max_send_queue_bytes: int = 64 * 1024 * 1024
+    """``send`` blocks while this many bytes are queued and not yet acknowledged."""
+    max_burst_packets: int = 64
+    """Packets sent per connection per loop iteration before reading input again."""
+    rto_initial_ms: float = 100.0
+    rto_min_ms: float = 10.0
+    rto_max_ms: float = 2_000.0
+    reorder_min_ms: float = 1.0
+    """RACK reorder window floor: a packet is lost when a later one was acknowledged and its
+    EV's smoothed RTT plus this window (or a quarter RTT, or 2 RTT deviations) has passed."""
+    persist_interval_ms: float = 50.0
+    """Probe a peer that closed its window (or answers nothing) this often."""
+    dead_peer_timeout_s: float = 10.0
+    """Fail the connection when nothing arrives for this long while data is outstanding."""
+    max_connections: int = 1024
+    ev: EvConfig = field(default_factory=EvConfig)
+    cc: CcConfig = field(default_factory=CcConfig)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.payload_bytes <= min(MAX_PAYLOAD_BYTES, 0xFFFF):
+            raise ValueError(f"payload_bytes must be in 1..{MAX_PAYLOAD_BYTES}")
+        if not 0 < self.sack_bits <= MAX_SACK_BITS or self.sack_bits % 8:
+            raise ValueError(f"sack_bits must be a multiple of 8 in 8..{MAX_SACK_BITS}")
+        if self.window_packets < 16:
+            raise ValueError("window_packets must be at least 16")
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_recv_buffer_bytes
+
+    def with_policy(self, policy: EvPolicy) -> MrcConfig:
+        return replace(self, ev=replace(self.ev, policy=policy))
+
+
+def fabric_config(**overrides: object) -> MrcConfig:
+    """Settings for hosts on the emulated fabric: 1500-byte MTU, ECN from the switches."""
+    return replace(MrcConfig(payload_bytes=FABRIC_PAYLOAD_BYTES), **overrides)  # type: ignore[arg-type]
+
+
+def loopback_config(**overrides: object) -> MrcConfig:
+    """Settings for loopback runs: large datagrams, no ECN (nothing marks), delay-based CC."""
+    base = MrcConfig(payload_bytes=LOOPBACK_PAYLOAD_BYTES,
+                     cc=CcConfig(ecn_enabled=False, target_qdelay_us=5_000.0,
+                                 initial_cwnd_bytes=512 * 1024, max_cwnd_bytes=2 * 1024 * 1024))  # fmt: skip
+    return replace(base, **overrides)  # type: ignore[arg-type]

@@ -1,0 +1,337 @@
+"""One MRC connection as a pure state machine: datagrams and time in, datagrams out.
+
+:class:`ConnectionCore` joins the send side (:mod:`host.mrc.sender`), the receive side
+(:mod:`host.mrc.receiver`), the EV table (:mod:`host.mrc.evs`) and the congestion window
+(:mod:`host.mrc.cc`). The endpoint's I/O thread calls :meth:`ConnectionCore.on_packet` for every
+valid datagram of this connection, then :meth:`ConnectionCore.poll` with a ``transmit``
+function, and sleeps until :meth:`ConnectionCore.next_deadline`. Tests drive it the same way
+with a fake clock.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from host.mrc.cc import NsccWindow
+from host.mrc.config import MrcConfig
+from host.mrc.evs import EvPath, EvStats, EvTable
+from host.mrc.receiver import Receiver, Reply
+from host.mrc.recorder import Event, EventKind, EvSample, Recorder
+from host.mrc.sender import LossCause, Sender
+from host.paths import Ev
+from host.wire import (
+    NO_EV,
+    AckPacket,
+    DataPacket,
+    Flag,
+    FloorPacket,
+    Packet,
+    PacketType,
+    ProbePacket,
+    encode_ack,
+    encode_data,
+    encode_floor,
+    encode_probe,
+)
+
+Transmit = Callable[[Ev, bytes], bool]  # False: the local queue is full, retry shortly
+RETRY_AFTER_S = 0.0005
+
+# DATA flags by (reliable, retransmission, last packet of the message)
+_FLAGS: dict[tuple[bool, bool, bool], int] = {
+    (rel, retx, last): int((Flag.NONE if rel else Flag.UNRELIABLE)
+                           | (Flag.RETRANSMIT if retx else Flag.NONE)
+                           | (Flag.ACK_NOW if last else Flag.NONE))
+    for rel in (False, True) for retx in (False, True) for last in (False, True)
+}  # fmt: skip
+
+
+def us(now: float) -> int:
+    """A time as the wire's 32-bit microsecond timestamp."""
+    return int(now * 1e6) & 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class ConnStats:
+    """A snapshot of one connection's counters."""
+
+    conn_id: int
+    peer: int
+    cwnd_bytes: int
+    srtt_us: float
+    rto_ms: float
+    inflight_bytes: int
+    packets_sent: int
+    retransmits: int
+    losses_rack: int
+    losses_rto: int
+    losses_nack: int
+    nacks_received: int
+    rto_events: int
+    packets_received: int
+    duplicates_received: int
+    trimmed_received: int
+    messages_delivered: int
+    bytes_delivered: int
+    recv_buffered_bytes: int
+    send_queued_bytes: int
+    drops: dict[str, int] = field(default_factory=dict)
+
+
+class ConnectionCore:
+    """The protocol state of one connection (not thread-safe: the I/O thread owns it).
+
+    Args:
+        evs: paths to the peer; EV ids must match the peer's (same (plane, spine) per id).
+        recorder: where EV state changes, RTOs and errors go (None: nowhere).
+    """
+
+    def __init__(self, cfg: MrcConfig, *, local_host: int, peer_host: int, conn_id: int,
+                 evs: Sequence[Ev], now: float, recorder: Recorder | None = None) -> None:  # fmt: skip
+        self.cfg = cfg
+        self.local_host = local_host
+        self.peer_host = peer_host
+        self.conn_id = conn_id
+        self.recorder = recorder
+        self._now = now
+        key = b"%d:%d:%d" % (min(local_host, peer_host), max(local_host, peer_host), conn_id)
+        self.evs = EvTable(evs, cfg.ev, notify=self._event, hash_key=key)
+        self.cc = NsccWindow(cfg.cc)
+        self.sender = Sender(cfg, self.evs, self.cc, self._event, now)
+        self.receiver = Receiver(cfg)
+        self.last_rx = now
+        self.last_persist = now
+        self.pto_count = 0  # tail-loss probes sent since the peer was last heard
+        self.failed: str | None = None
+        self.drops: Counter[str] = Counter()
+        self._tx: Transmit = _no_transmit
+
+    # -- input -------------------------------------------------------------------------------
+
+    def on_packet(self, pkt: Packet, ce: bool, now: float) -> None:
+        """One validated datagram of this connection."""
+        self._now = now
+        self.last_rx = now
+        self.pto_count = 0
+        match pkt:
+            case DataPacket():
+                self.receiver.on_data(pkt, ce, now)
+                if self.receiver.failed and not self.failed:
+                    self._fail(self.receiver.failed)
+            case AckPacket(ptype=PacketType.PROBE_ACK):
+                rtt = ((us(now) - pkt.echo_ts) & 0xFFFFFFFF) / 1e6
+                self.evs.on_probe_ack(pkt.echo_ev, pkt.echo_psn, rtt, now)
+                self.sender.on_ack(pkt, now, us(now))
+            case AckPacket():
+                self.sender.on_ack(pkt, now, us(now))
+            case ProbePacket():
+                self.receiver.replies.append(
+                    Reply(PacketType.PROBE_ACK, 0, pkt.probe_seq, pkt.ts_us, pkt.ev))
+            case FloorPacket():
+                self.receiver.on_floor(pkt)
+
+    # -- output --------------------------------------------------------------------------------
+
+    def poll(self, now: float, transmit: Transmit) -> None:
+        """Run due timers and send what is due: replies, probes, FLOOR, then data."""
+        self._now = now
+        if self.failed:
+            return
+        self._tx = transmit
+        r, s = self.receiver, self.sender
+        if s.rack_deadline <= now:
+            s.detect_losses(now)
+        if s.rto_deadline() <= now:
+            s.on_rto(now)
+        if s.outstanding() and now >= self.last_rx + self.cfg.dead_peer_timeout_s:
+            self._fail(f"peer {self.peer_host} silent for {now - self.last_rx:.1f} s")
+            return
+        if r.replies:
+            replies, r.replies = r.replies, []
+            for reply in replies:
+                self._reply(reply, now)
+        if r.ack_now or r.ack_due <= now:
+            reply, spread = r.take_ack()
+            path = self._reply(reply, now)
+            if spread and path is not None:
+                other = self.evs.pick_other_plane(path.ev.plane, now)
+                if other is not None:
+                    self._reply(reply, now, other)
+        for path, seq in self.evs.probes_due(now):
+            self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
+                                          dst_host=self.peer_host, conn_id=self.conn_id,
+                                          probe_seq=seq, ts_us=us(now)))  # fmt: skip
+        if s.floor_due(now):
+            self._send_floor(now)
+        if s.has_data() and not s.flight and now >= self._persist_at():
+            self._persist(now)
+        if s.flight and now >= self._pto_at():
+            self._tail_probe(now)
+        self._send_data(now)
+
+    def _pto_at(self) -> float:
+        """Tail-loss probe time: nothing heard for ~2 RTTs (doubling per unanswered probe)."""
+        srtt = self.sender.srtt or self.cfg.rto_initial_ms / 1e3
+        return self.last_rx + max(2 * srtt, 2 * self.cfg.reorder_min_ms / 1e3) * (1 << self.pto_count)
+
+    def _tail_probe(self, now: float) -> None:
+        """Packets are in flight but nothing came back (their ACKs may have taken a path
+        that just failed): a probe on the next EV fetches the peer's SACK state."""
+        self.pto_count = min(self.pto_count + 1, 16)
+        path = self.evs.pick(now)
+        if path is not None:
+            self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
+                                          dst_host=self.peer_host, conn_id=self.conn_id,
+                                          probe_seq=self.evs.next_probe_seq(), ts_us=us(now)))  # fmt: skip
+
+    def _persist_at(self) -> float:
+        return max(self.last_persist, self.last_rx) + self.cfg.persist_interval_ms / 1e3
+
+    def _send_data(self, now: float) -> None:
+        s, evs = self.sender, self.evs
+        if not s.ready(now):
+            return
+        ts = us(now)
+        for _ in range(self.cfg.max_burst_packets):
+            p = s.next_to_send()
+            if p is None:
+                return
+            retx = p.tx_count > 0
+            path = evs.pick(now, p.ev if retx else -1)
+            if path is None:
+                s.unsend(p, now)
+                return
+            msg = p.msg
+            payload = p.payload
+            if p.pcrc is None:
+                p.pcrc = zlib.crc32(payload)
+            flags = _FLAGS[(msg.reliable, retx, p.index == msg.npkts - 1)]
+            data = encode_data(flags=flags, ev=path.ev.ev_id, src_host=self.local_host,
+                               dst_host=self.peer_host, conn_id=self.conn_id, psn=p.psn,
+                               msg_id=msg.msg_id, msg_len=msg.msg_len, index=p.index, ts_us=ts,
+                               stride=msg.stride, digest=msg.digest, payload=payload,
+                               pcrc=p.pcrc)  # fmt: skip
+            if not self._tx(path.ev, data):
+                s.unsend(p, now, RETRY_AFTER_S)
+                return
+            s.on_transmitted(p, path.ev.ev_id, ts, now)
+            evs.on_sent(path, p.length, retx)
+
+    def _reply(self, reply: Reply, now: float, path: EvPath | None = None) -> EvPath | None:
+        r = self.receiver
+        if path is None and reply.ptype is PacketType.PROBE_ACK:
+            path = self.evs.by_id.get(reply.echo_ev)  # a probe tests that very path back
+        if path is None:
+            path = self.evs.for_reply(reply.echo_ev, now)
+        if path is None:
+            return None
+        self._send(path, encode_ack(ptype=reply.ptype, flags=reply.flags, ev=path.ev.ev_id,
+                                    src_host=self.local_host, dst_host=self.peer_host,
+                                    conn_id=self.conn_id, cum=r.cum, credit=r.credit,
+                                    echo_psn=reply.echo_psn, echo_ts=reply.echo_ts,
+                                    echo_ev=reply.echo_ev, unrel_done=r.unrel_done,
+                                    bitmap=r.mask, max_bits=self.cfg.sack_bits))  # fmt: skip
+        return path
+
+    def _send_floor(self, now: float) -> None:
+        path = self.evs.pick(now)
+        if path is None:
+            return
+        s = self.sender
+        floor = s.floor()
+        self._send(path, encode_floor(ev=path.ev.ev_id, src_host=self.local_host,
+                                      dst_host=self.peer_host, conn_id=self.conn_id, floor=floor,
+                                      unrel_done=s.unrel_done,
+                                      unrel_done_bytes=s.unrel_done_bytes))  # fmt: skip
+        s.floor_sent(floor, now)
+
+    def _persist(self, now: float) -> None:
+        """Data waits but nothing is in flight (window closed, or no EV usable): a probe on
+        the next EV asks the peer for an ACK with its current credit."""
+        self.last_persist = now
+        path = self.evs.pick(now) or next(iter(self.evs.paths))
+        self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
+                                      dst_host=self.peer_host, conn_id=self.conn_id,
+                                      probe_seq=self.evs.next_probe_seq(), ts_us=us(now)))  # fmt: skip
+
+    def _send(self, path: EvPath, data: bytes) -> None:
+        self._tx(path.ev, data)
+
+    # -- timers -------------------------------------------------------------------------------
+
+    def next_deadline(self, now: float) -> float:
+        """When :meth:`poll` next has something to do (``now`` or earlier: at once)."""
+        if self.failed:
+            return math.inf
+        r, s = self.receiver, self.sender
+        if r.ack_now or r.replies or s.floor_needed:
+            return now
+        if s.ready(now):
+            return now
+        t = min(r.ack_due, s.rack_deadline, s.rto_deadline(), self.evs.next_deadline(),
+                s.floor_deadline())
+        if s.has_data() and not s.send_blocked and s.retry_at > now:
+            t = min(t, s.retry_at)
+        if s.has_data() and not s.flight:
+            t = min(t, self._persist_at())
+        if s.flight:
+            t = min(t, self._pto_at())
+        if s.outstanding():
+            t = min(t, self.last_rx + self.cfg.dead_peer_timeout_s)
+        return t
+
+    # -- control and export ------------------------------------------------------------------
+
+    def submit(self, token: int, data: bytes, digest: bytes, reliable: bool, now: float) -> int:
+        return self.sender.submit(token, data, digest, reliable, now)
+
+    def release(self, nbytes: int) -> None:
+        self.receiver.release(nbytes)
+
+    def deny(self, ev_id: int, now: float) -> None:
+        self.evs.deny(ev_id, now)
+
+    def allow(self, ev_id: int, now: float) -> None:
+        self.evs.allow(ev_id, now)
+
+    def _fail(self, why: str) -> None:
+        self.failed = why
+        self._event(EventKind.ERROR, -1, 0.0, why)
+
+    def _event(self, kind: EventKind, ev: int, value: float, detail: str) -> None:
+        rec = self.recorder
+        if rec is None or (kind is EventKind.LOSS and not rec.record_losses):
+            return
+        rec.add(Event(self._now, self.local_host, self.conn_id, kind, ev, value, detail))
+
+    def ev_stats(self, now: float) -> tuple[EvStats, ...]:
+        return self.evs.snapshot(now)
+
+    def sample(self, now: float, recorder: Recorder) -> None:
+        cwnd = self.cc.window_bytes
+        for p in self.evs.paths:
+            recorder.add_sample(EvSample(now, self.local_host, self.conn_id, p.ev.ev_id,
+                                         p.ev.plane, p.state.value, p.bytes_acked, p.losses,
+                                         p.srtt * 1e6, cwnd))  # fmt: skip
+
+    def stats(self) -> ConnStats:
+        s, r = self.sender, self.receiver
+        drops = Counter({k.value: v for k, v in r.drops.items()})
+        drops.update(self.drops)
+        return ConnStats(self.conn_id, self.peer_host, self.cc.window_bytes, s.srtt * 1e6,
+                         s.rto * 1e3, s.inflight_bytes, s.packets_sent, s.retransmits,
+                         s.losses[LossCause.RACK], s.losses[LossCause.RTO],
+                         s.losses[LossCause.NACK], s.nacks, s.rto_events, r.packets_received,
+                         r.duplicates, r.trimmed, r.messages_delivered, r.bytes_delivered,
+                         r.buffered_bytes, s.queued_bytes, dict(drops))  # fmt: skip
+
+
+def _no_transmit(ev: Ev, data: bytes) -> bool:
+    return False
+
+
+__all__ = ["ConnStats", "ConnectionCore", "NO_EV", "Transmit", "us"]

@@ -1,0 +1,156 @@
+"""Pluggable datagram I/O: the :class:`Network` interface and its UDP-socket implementation.
+
+An endpoint owns one ``Network``: it sends a datagram on a plane to a destination (the EV's
+address) and receives datagrams from whichever plane they arrive on, with the ECN
+Congestion-Experienced bit when the network reports it. :class:`UdpNetwork` binds one UDP socket
+per plane NIC (on a fabric host: the NIC's micro-SID address, optionally pinned to the NIC's
+interface; on loopback: ``::1``). ``host.linkemu`` implements the same interface in process.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Sequence
+from typing import Protocol
+
+from host.errors import TransportError
+from host.paths import Address, LocalNic
+
+RECV_BUFFER_BYTES = 4 * 1024 * 1024
+SEND_BUFFER_BYTES = 4 * 1024 * 1024
+ECT0 = 0x02
+CE = 0x03
+_MAX_UDP = 65_535
+
+Received = tuple[bytes, int, bool]  # datagram, local plane, ECN CE
+
+
+class Selectable(Protocol):
+    def fileno(self) -> int: ...
+
+
+class Network(Protocol):
+    """What the MRC endpoint needs from the network below it."""
+
+    def selectables(self) -> Sequence[Selectable]:
+        """Objects to wait on for readability (one per plane socket, or one wakeup)."""
+        ...
+
+    def receive(self, source: Selectable, max_count: int) -> list[Received]:
+        """Up to ``max_count`` datagrams that are ready on ``source``, without blocking."""
+        ...
+
+    def send(self, plane: int, dest: Address, data: bytes) -> bool:
+        """Send one datagram; False when the local queue is full (try again shortly)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class UdpNetwork:
+    """One non-blocking UDP socket per local plane NIC.
+
+    Args:
+        nics: the planes to open; a ``port`` of 0 lets the kernel choose (see :attr:`ports`).
+        ecn: send ECT(0) and read the traffic class of received datagrams (CE = congestion).
+    Raises:
+        TransportError: a socket cannot be bound (address missing, no permission to pin a device).
+    """
+
+    def __init__(self, nics: Sequence[LocalNic], *, ecn: bool = False,
+                 recv_buffer_bytes: int = RECV_BUFFER_BYTES,
+                 send_buffer_bytes: int = SEND_BUFFER_BYTES) -> None:  # fmt: skip
+        self.ecn = ecn
+        self.send_errors = 0
+        self._socks: dict[int, socket.socket] = {}
+        self._plane_of: dict[int, int] = {}
+        try:
+            for nic in nics:
+                sock = self._open(nic, recv_buffer_bytes, send_buffer_bytes)
+                self._socks[nic.plane] = sock
+                self._plane_of[sock.fileno()] = nic.plane
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, nic: LocalNic, rcvbuf: int, sndbuf: int) -> socket.socket:
+        family = socket.AF_INET if "." in nic.address and ":" not in nic.address else socket.AF_INET6
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+            if nic.ifname:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
+            if self.ecn and family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, ECT0)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+            elif self.ecn:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+            sock.bind((nic.address, nic.port))
+            sock.setblocking(False)
+        except OSError as e:
+            sock.close()
+            where = f"{nic.address}:{nic.port}" + (f" on {nic.ifname}" if nic.ifname else "")
+            raise TransportError(f"plane {nic.plane}: cannot bind {where}: {e}") from e
+        return sock
+
+    @property
+    def ports(self) -> list[int]:
+        """The bound UDP port of each plane, in plane order."""
+        return [self._socks[p].getsockname()[1] for p in sorted(self._socks)]
+
+    def selectables(self) -> Sequence[Selectable]:
+        return list(self._socks.values())
+
+    def receive(self, source: Selectable, max_count: int) -> list[Received]:
+        plane = self._plane_of[source.fileno()]
+        sock = self._socks[plane]
+        out: list[Received] = []
+        try:
+            if not self.ecn:
+                recv = sock.recv
+                for _ in range(max_count):
+                    out.append((recv(_MAX_UDP), plane, False))
+            else:
+                for _ in range(max_count):
+                    data, anc, _flags, _addr = sock.recvmsg(_MAX_UDP, socket.CMSG_SPACE(4))
+                    out.append((data, plane, _ce(anc)))
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as e:  # e.g. ICMP errors reported on the socket: not data
+            if e.errno not in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+                raise
+        return out
+
+    def send(self, plane: int, dest: Address, data: bytes) -> bool:
+        try:
+            self._socks[plane].sendto(data, dest)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as e:
+            if e.errno == errno.ENOBUFS:
+                return False
+            self.send_errors += 1  # unreachable, down: lost on the wire, as far as MRC knows
+        return True
+
+    def close(self) -> None:
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+        self._plane_of.clear()
+
+    def __enter__(self) -> UdpNetwork:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ce(ancillary: list[tuple[int, int, bytes]]) -> bool:
+    for level, kind, value in ancillary:
+        if (level, kind) in ((socket.IPPROTO_IPV6, socket.IPV6_TCLASS),
+                             (socket.IPPROTO_IP, socket.IP_TOS)) and value:  # fmt: skip
+            return value[0] & CE == CE if len(value) == 1 else int.from_bytes(value[:4], "little") & CE == CE
+    return False

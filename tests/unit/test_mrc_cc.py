@@ -1,0 +1,86 @@
+"""The NSCC-style window: the four (ECN, delay) quadrants, NACKs, quick adapt, bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from host.mrc.cc import REACTIONS_DELAY_ONLY, REACTIONS_ECN, NsccWindow
+from host.mrc.config import CcConfig
+
+BASE = 0.0001  # 100 us
+TARGET_US = 1000.0
+
+
+def window(**kw: object) -> NsccWindow:
+    cfg = CcConfig(**{"base_rtt_us": 100.0, "target_qdelay_us": TARGET_US,  # type: ignore[arg-type]
+                      "initial_cwnd_bytes": 100_000, **kw})
+    return NsccWindow(cfg)
+
+
+def test_both_tables_cover_every_quadrant() -> None:
+    keys = {(ce, high) for ce in (False, True) for high in (False, True)}
+    assert set(REACTIONS_ECN) == keys == set(REACTIONS_DELAY_ONLY)
+
+
+def test_low_delay_without_ecn_grows_the_window_faster_than_high_delay() -> None:
+    low, high = window(), window()
+    for i in range(50):
+        low.on_ack(i * 1e-3, 10_000, BASE + 0.0001, ce=False)
+        high.on_ack(i * 1e-3, 10_000, BASE + 0.0015, ce=False)
+    assert low.cwnd > high.cwnd > 100_000
+
+
+def test_ecn_with_high_delay_decreases_multiplicatively_once_per_rtt() -> None:
+    w = window()
+    w.on_ack(0.01, 1_000, BASE + 0.0015, ce=True)
+    after_one = w.cwnd
+    assert after_one == pytest.approx(100_000 * (1 - 0.8 * 0.5 / 1.5))
+    w.on_ack(0.0101, 1_000, BASE + 0.0015, ce=True)  # within base RTT + target: no second cut
+    assert w.cwnd == after_one and w.decreases == 1
+
+
+def test_ecn_with_low_delay_holds_the_window() -> None:
+    w = window()
+    w.on_ack(0.01, 1_000, BASE + 0.0002, ce=True)
+    assert w.cwnd == 100_000
+
+
+def test_delay_only_mode_decreases_on_delay_alone() -> None:
+    ecn, delay_only = window(), window(ecn_enabled=False)
+    for w in (ecn, delay_only):
+        w.on_ack(0.01, 1_000, BASE + 0.003, ce=False)
+    assert ecn.cwnd > 100_000 > delay_only.cwnd
+
+
+def test_decrease_is_capped_at_max_md_fraction() -> None:
+    w = window()
+    w.on_ack(0.01, 1_000, BASE + 0.1, ce=True)
+    assert w.cwnd == 50_000
+
+
+def test_nack_takes_its_bytes_off_the_window() -> None:
+    w = window()
+    w.on_nack(0.0, 1_384)
+    assert w.cwnd == 100_000 - 1_384
+
+
+def test_quick_adapt_cuts_to_the_delivered_bytes_on_huge_delay() -> None:
+    w = window(qa_threshold_us=5_000)
+    w.on_ack(0.0, 1_000, BASE, ce=False)  # opens the first measurement window
+    w.on_ack(0.01, 20_000, BASE + 0.02, ce=False)
+    assert w.quick_adapts == 1 and w.cwnd == 20_000
+
+
+def test_rto_quick_adapts_and_the_window_stays_within_bounds() -> None:
+    w = window(min_cwnd_bytes=4_000, max_cwnd_bytes=150_000)
+    w.on_rto(0.0)
+    assert w.cwnd == 4_000
+    for i in range(2000):
+        w.on_ack(1 + i * 1e-3, 50_000, BASE, ce=False)
+    assert w.cwnd == 150_000
+
+
+def test_disabled_cc_reports_the_fixed_window() -> None:
+    w = window(enabled=False)
+    w.on_ack(0.0, 1_000, BASE + 0.01, ce=True)
+    assert w.window_bytes == 100_000

@@ -1,0 +1,320 @@
+"""The MRC connection state machine in virtual time (host.mrc.sim): delivery under heavy
+impairment, SACK and NACK retransmission, RTO backoff, unreliable mode, the FLOOR, failover,
+bounded memory and end-to-end digests."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import zlib
+from dataclasses import replace
+
+import pytest
+
+from host.linkemu import LinkProfile
+from host.mrc.config import CcConfig, EvPolicy, MrcConfig
+from host.mrc.evs import EvState
+from host.mrc.receiver import digest_of
+from host.mrc.recorder import EventKind, Recorder
+from host.mrc.sim import CorePair
+from host.paths import Ev
+from host.wire import DATA_HEADER_BYTES, PacketType, decode, encode_data
+
+CFG = MrcConfig(payload_bytes=1000)
+# a 64 KB window over a 1 ms RTT: 64 MB/s, so a few MB take long enough to fail a plane midway
+PACED = replace(CFG, rto_min_ms=20, cc=CcConfig(initial_cwnd_bytes=64_000, max_cwnd_bytes=64_000))
+LOSSY = LinkProfile(delay_ms=0.5, jitter_ms=0.5, loss=0.25, duplicate=0.1, corrupt=0.1,
+                    reorder=0.2, reorder_delay_ms=3.0)  # fmt: skip
+
+
+def submit(pair: CorePair, msgs: list[bytes], reliable: bool = True, side: int = 0) -> None:
+    for i, m in enumerate(msgs):
+        pair.cores[side].submit(i, m, digest_of(m), reliable, pair.now)
+
+
+def all_done(n: int):  # type: ignore[no-untyped-def]
+    return lambda p: len(p.a.sender.completed) == n and len(p.b.receiver.ready) == n
+
+
+def data_psn(data: bytes) -> int | None:
+    return struct.unpack_from("!Q", data, 20)[0] if data[3] == PacketType.DATA else None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reliable_delivery_is_exact_under_loss_reordering_duplication_corruption(seed: int) -> None:
+    rng = random.Random(seed)
+    msgs = [rng.randbytes(rng.choice([0, 1, 999, 1000, 1001, 20_000, 150_000])) for _ in range(40)]
+    pair = CorePair(CFG, default=LOSSY, seed=seed)
+    submit(pair, msgs)
+    pair.run(all_done(len(msgs)))
+    assert list(pair.b.receiver.ready) == msgs
+    assert pair.counters["lost"] > 200 and pair.counters["corrupted"] > 50
+    assert sum(pair.decode_errors.values()) > 0  # corrupted datagrams were caught by checksums
+    assert pair.a.failed is None and pair.b.failed is None
+    done = sorted(pair.a.sender.completed, key=lambda o: o.token)
+    assert [o.msg_len for o in done] == [len(m) for m in msgs]
+
+
+def test_both_directions_at_once() -> None:
+    pair = CorePair(CFG, default=LOSSY)
+    there = [os.urandom(30_000) for _ in range(5)]
+    back = [os.urandom(25_000) for _ in range(5)]
+    submit(pair, there, side=0)
+    submit(pair, back, side=1)
+    pair.run(lambda p: len(p.b.receiver.ready) == 5 and len(p.a.receiver.ready) == 5)
+    assert list(pair.b.receiver.ready) == there and list(pair.a.receiver.ready) == back
+
+
+def test_sack_bitmap_reports_holes_and_only_they_are_resent_on_another_ev() -> None:
+    dropped: dict[int, int] = {}  # psn -> EV of the dropped first transmission
+
+    def tap(side: int, ev: Ev, data: bytes) -> bytes | None:
+        psn = data_psn(data)
+        if side == 0 and psn in (3, 5) and psn not in dropped:
+            dropped[psn] = ev.ev_id
+            return None
+        return data
+
+    pair = CorePair(replace(CFG, ack_every_packets=1), tap=tap)
+    msg = os.urandom(10_000)  # 10 packets
+    submit(pair, [msg])
+    pair.run(lambda p: p.b.receiver.cum >= 3 or bool(p.b.receiver.mask))
+    pair.run(lambda p: p.b.receiver.cum == 3 and p.b.receiver.mask.bit_length() >= 6)
+    assert pair.b.receiver.mask & 0b10 == 0  # PSN 5 = cum+1+1 still missing
+    pair.run(all_done(1))
+    assert list(pair.b.receiver.ready) == [msg]
+    s = pair.a.sender
+    assert s.retransmits == 2 and s.packets_sent == 12
+    for ev in dropped.values():
+        assert pair.a.evs.by_id[ev].losses >= 1
+    assert pair.b.receiver.duplicates == 0
+
+
+def test_trimmed_packets_are_nacked_and_resent_at_once_without_marking_the_ev_bad() -> None:
+    trimmed_ev = 1
+    pair = CorePair(CFG, profiles={trimmed_ev: LinkProfile(delay_ms=0.1, trim=True)})
+    msgs = [os.urandom(50_000) for _ in range(3)]
+    submit(pair, msgs)
+    pair.run(all_done(3))
+    assert list(pair.b.receiver.ready) == msgs
+    st = pair.a.stats()
+    assert st.nacks_received > 0 and st.losses_nack == st.nacks_received
+    assert st.losses_rack == 0 and st.rto_events == 0
+    ev = pair.a.evs.by_id[trimmed_ev]
+    assert ev.state is EvState.GOOD and ev.nacks > 0 and ev.penalty > 0
+    assert pair.b.receiver.trimmed == pair.counters["trimmed"]
+
+
+def test_rto_backs_off_exponentially_while_nothing_gets_through() -> None:
+    cfg = replace(CFG, rto_min_ms=10, rto_initial_ms=10, dead_peer_timeout_s=100)
+    pair = CorePair(cfg)
+    rec = Recorder()
+    pair.a.recorder = rec
+    pair.fail(0.0, 1.0)  # every EV, both directions, for one second
+    submit(pair, [os.urandom(5000)])
+    pair.run(all_done(1), max_s=5)
+    rtos = [e.value for e in rec.events(EventKind.RTO)]
+    assert len(rtos) >= 5
+    for a, b in zip(rtos, rtos[1:]):
+        assert b == pytest.approx(2 * a)
+    assert pair.now > 1.0 and len(pair.b.receiver.ready) == 1
+
+
+def test_silent_peer_fails_the_connection() -> None:
+    cfg = replace(CFG, dead_peer_timeout_s=0.5)
+    pair = CorePair(cfg)
+    pair.fail(0.0)
+    submit(pair, [b"hello"])
+    pair.run(lambda p: p.a.failed is not None, max_s=5)
+    assert "silent" in (pair.a.failed or "")
+
+
+def test_unreliable_mode_reports_exactly_the_packets_that_arrived() -> None:
+    drop = {0: {1, 4}, 1: set(), 2: {0, 1, 2, 3, 4}, 3: {4}}  # message -> packet indices
+
+    def tap(side: int, ev: Ev, data: bytes) -> bytes | None:
+        pkt = decode(data)
+        if side == 0 and pkt.__class__.__name__ == "DataPacket":
+            assert pkt.flags & 1  # UNRELIABLE
+            if pkt.index in drop[pkt.msg_id]:  # type: ignore[union-attr]
+                return None
+        return data
+
+    pair = CorePair(CFG, tap=tap)
+    msgs = [os.urandom(4500) for _ in range(4)]  # 5 packets each
+    submit(pair, msgs, reliable=False)
+    pair.run(lambda p: len(p.a.sender.completed) == 4 and len(p.b.receiver.partial) == 4)
+    sent = {o.msg_id: o for o in pair.a.sender.completed}
+    got = {m.msg_id: m for m in pair.b.receiver.partial}
+    for mid, lost in drop.items():
+        arrived = tuple(sorted(set(range(5)) - lost))
+        assert sent[mid].acked == arrived
+        assert got[mid].arrived == arrived
+        if arrived:
+            for i in range(5):
+                chunk = got[mid].data[i * 1000:(i + 1) * 1000]
+                assert chunk == (msgs[mid][i * 1000:(i + 1) * 1000] if i in arrived
+                                 else bytes(len(chunk)))  # fmt: skip
+        else:
+            assert got[mid].msg_len is None and got[mid].data == b""
+    assert got[1].complete and got[1].digest_ok and got[1].data == msgs[1]
+    assert pair.a.sender.retransmits == 0
+
+
+def test_unreliable_credit_does_not_leak_when_whole_messages_are_lost() -> None:
+    cfg = replace(CFG, max_recv_buffer_bytes=20_000)
+    pair = CorePair(cfg, default=LinkProfile(delay_ms=0.2, loss=0.5), seed=5)
+    msgs = [os.urandom(10_000) for _ in range(30)]  # 300 KB through a 20 KB window
+    submit(pair, msgs, reliable=False)
+
+    def consume(p: CorePair) -> bool:
+        r = p.b.receiver
+        while r.partial:
+            m = r.partial.popleft()
+            if m.msg_len:
+                r.release(m.msg_len)
+        return len(p.a.sender.completed) == 30 and r.unrel_done == 30
+
+    pair.run(consume, max_s=30)
+    assert pair.b.receiver.buffered_bytes == 0
+
+
+def test_receiver_that_never_reads_bounds_memory_and_stalls_the_sender() -> None:
+    cfg = replace(CFG, max_recv_buffer_bytes=100_000)
+    pair = CorePair(cfg)
+    msgs = [os.urandom(30_000) for _ in range(20)]
+    submit(pair, msgs)
+    peak = 0
+
+    def watch(p: CorePair) -> bool:
+        nonlocal peak
+        peak = max(peak, p.b.receiver.buffered_bytes)
+        return False
+
+    pair.run(watch, max_s=2.0)
+    assert peak <= 100_000
+    assert len(pair.b.receiver.ready) == 3 and len(pair.a.sender.completed) == 3
+    assert pair.a.failed is None  # persist probes keep it alive
+    r = pair.b.receiver
+    got: list[bytes] = []
+
+    def read_all(p: CorePair) -> bool:  # now the application reads everything
+        while r.ready:
+            got.append(r.ready.popleft())
+            r.release(len(got[-1]))
+        return len(got) == 20 and len(p.a.sender.completed) == 20
+
+    pair.run(read_all, max_s=10)
+    assert got == msgs
+
+
+def test_wrong_bytes_with_valid_checksums_are_never_delivered() -> None:
+    def tap(side: int, ev: Ev, data: bytes) -> bytes | None:
+        if side == 0 and data_psn(data) == 2:  # forge the payload, fix its CRC and header CRC
+            pkt = decode(data)
+            forged = bytes(len(pkt.payload))  # type: ignore[union-attr]
+            return encode_data(flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
+                               dst_host=pkt.dst_host, conn_id=pkt.conn_id, psn=pkt.psn,  # type: ignore[union-attr]
+                               msg_id=pkt.msg_id, msg_len=pkt.msg_len, index=pkt.index,  # type: ignore[union-attr]
+                               ts_us=pkt.ts_us, stride=pkt.stride, digest=pkt.digest,  # type: ignore[union-attr]
+                               payload=forged)  # fmt: skip
+        return data
+
+    pair = CorePair(CFG, tap=tap)
+    submit(pair, [os.urandom(5000)])
+    pair.run(lambda p: p.b.failed is not None, max_s=2)
+    assert "digest mismatch" in (pair.b.failed or "")
+    assert not pair.b.receiver.ready
+
+
+def _progress_gap_after(pair: CorePair, n: int, fail_at: float) -> tuple[float, list[float]]:
+    times: list[float] = []
+
+    def watch(p: CorePair) -> bool:
+        while len(times) < len(p.b.receiver.ready):
+            times.append(p.now)
+        return len(p.a.sender.completed) == n and len(times) == n
+
+    pair.run(watch, max_s=30)
+    after = [t for t in times if t >= fail_at]
+    gap = max(b - a for a, b in zip([fail_at, *after], after))
+    return gap, times
+
+
+def test_plane_failure_loses_nothing_and_moves_traffic_within_milliseconds() -> None:
+    pair = CorePair(PACED, default=LinkProfile(delay_ms=0.5))
+    rec = Recorder()
+    pair.a.recorder = rec
+    msgs = [os.urandom(20_000) for _ in range(200)]
+    submit(pair, msgs)
+    pair.fail(0.02, plane=1)
+    gap, _ = _progress_gap_after(pair, len(msgs), 0.02)
+    assert list(pair.b.receiver.ready) == msgs
+    marked = {e.ev: e.t_s for e in rec.events(EventKind.EV_STATE) if "assumed_bad" in e.detail}
+    assert set(marked) == {2, 3}
+    assert max(marked.values()) - 0.02 < 0.01
+    assert gap < 0.015
+    assert pair.a.stats().rto_events == 0
+    assert all(p.state is EvState.GOOD for p in pair.a.evs.paths if p.ev.plane == 0)
+
+
+def test_single_path_stalls_until_the_rto_in_the_same_failure() -> None:
+    cfg = PACED.with_policy(EvPolicy.HASHED)
+    pair = CorePair(cfg, default=LinkProfile(delay_ms=0.5))
+    used = pair.a.evs.pick(0.0)
+    assert used is not None
+    msgs = [os.urandom(20_000) for _ in range(100)]
+    submit(pair, msgs)
+    pair.fail(0.02, plane=used.ev.plane)
+    gap, _ = _progress_gap_after(pair, len(msgs), 0.02)
+    assert list(pair.b.receiver.ready) == msgs
+    assert gap >= 0.02  # nothing moves until the retransmission timeout re-hashes the flow
+    assert pair.a.stats().rto_events >= 1
+
+
+def test_probes_bring_a_recovered_plane_back() -> None:
+    pair = CorePair(PACED, default=LinkProfile(delay_ms=0.5))
+    msgs = [os.urandom(20_000) for _ in range(300)]
+    submit(pair, msgs)
+    pair.fail(0.01, 0.03, plane=0)
+    pair.run(all_done(len(msgs)), max_s=30)
+    assert all(p.state is EvState.GOOD for p in pair.a.evs.paths)
+    assert all(p.probes_ok >= 1 for p in pair.a.evs.paths if p.ev.plane == 0)
+
+
+def test_denied_ev_carries_nothing() -> None:
+    pair = CorePair(CFG)
+    pair.a.deny(1, 0.0)
+    submit(pair, [os.urandom(50_000)])
+    pair.run(all_done(1))
+    assert pair.a.evs.by_id[1].packets_sent == 0 and pair.a.evs.by_id[1].probes_sent == 0
+
+
+def test_window_never_exceeds_cwnd_and_ecn_marks_shrink_it() -> None:
+    def mark(side: int, ev: Ev, data: bytes) -> bytes | None:
+        return data
+
+    pair = CorePair(CFG, default=LinkProfile(delay_ms=0.5), tap=mark)
+    b = pair.b
+    orig = b.on_packet
+    b.on_packet = lambda pkt, ce, now: orig(pkt, True, now)  # type: ignore[method-assign]
+    start = pair.a.cc.window_bytes
+    submit(pair, [os.urandom(300_000)])
+    peak = 0
+
+    def watch(p: CorePair) -> bool:
+        nonlocal peak
+        peak = max(peak, p.a.sender.inflight_bytes - p.a.cc.window_bytes)
+        return len(p.a.sender.completed) == 1
+
+    pair.run(watch)
+    assert peak <= CFG.payload_bytes  # at most one packet beyond the window
+    assert pair.a.cc.window_bytes <= start
+    assert all(p.ecn_marks > 0 for p in pair.a.evs.paths)
+
+
+def test_checksum_of_a_trimmed_header_still_verifies() -> None:
+    raw = encode_data(flags=0, ev=0, src_host=0, dst_host=1, conn_id=1, psn=0, msg_id=0,
+                      msg_len=10, index=0, ts_us=0, stride=10, digest=bytes(16), payload=b"x" * 10)  # fmt: skip
+    assert zlib.crc32(raw[DATA_HEADER_BYTES:]) == struct.unpack_from("!I", raw, DATA_HEADER_BYTES - 4)[0]
