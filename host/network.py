@@ -48,6 +48,11 @@ class Network(Protocol):
     def close(self) -> None: ...
 
 
+SOL_UDP = 17
+UDP_NO_CHECK6_TX = 101  # linux/udp.h: send with a zero checksum
+UDP_NO_CHECK6_RX = 102  # accept datagrams with a zero checksum
+
+
 class UdpNetwork:
     """One non-blocking UDP socket per local plane NIC.
 
@@ -82,6 +87,13 @@ class UdpNetwork:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
             if nic.ifname:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic.ifname.encode())
+            if family == socket.AF_INET6:
+                # The destination address is the micro-SID path and changes at every hop, so
+                # the UDP checksum (computed over the first address) cannot verify at the host;
+                # integrity comes from the datagram's own CRC-32 and the message digest
+                # (RFC 6935/6936 zero UDP checksums for IPv6).
+                sock.setsockopt(SOL_UDP, UDP_NO_CHECK6_TX, 1)
+                sock.setsockopt(SOL_UDP, UDP_NO_CHECK6_RX, 1)
             if self.ecn and family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, ECT0)
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
