@@ -139,6 +139,7 @@ class Device:
         self._start_ns = time.monotonic_ns()
         self._clock = clock
         self.wakeup = Wakeup()  # set when work arrives from the control plane
+        self._ready: list[tuple[int, bytes]] = []  # frames egress produced, not yet handed out
 
     # -- time --------------------------------------------------------------------------
 
@@ -197,18 +198,46 @@ class Device:
         return n
 
     def _enqueue(self, jobs: list[EgressJob], now: int | None = None) -> int:
+        """Queue the packets ingress produced; returns how many were accepted.
+
+        Cut-through: a packet for a port whose queues are empty and whose rate is unlimited
+        would leave at once anyway, so it goes straight through egress (enq_qdepth and
+        deq_timedelta 0), saving the queue round trip on the common path.
+        """
         n = 0
         if now is None:
             now = self.now_us()
         tm = self.tm
+        ts = now & 0xFFFFFFFF
         for job in jobs:
+            pq = tm.ports.get(job.port)
+            if (pq is not None and not pq.rate_pps and not pq.rate_bps and job.priority < tm.nq
+                    and not any(pq.queues)):  # fmt: skip
+                pq.enqueued += 1
+                pq.dequeued += 1
+                job.sm.f_enq_timestamp = ts
+                job.sm.f_enq_qdepth = 0
+                self._egress(job, (ts, 0, 0, 0), now)
+                n += 1
+                continue
             job.nbytes = len(job.payload) + 64
             depth = tm.enqueue(job.port, job.priority, job, now)
             if depth is not None:
-                job.sm.f_enq_timestamp = now & 0xFFFFFFFF
+                job.sm.f_enq_timestamp = ts
                 job.sm.f_enq_qdepth = depth
                 n += 1
         return n
+
+    def _egress(self, job: EgressJob, info: tuple[int, int, int, int], now: int) -> None:
+        sw = self.switch
+        assert sw is not None
+        sent, clones, recircs = sw.egress_pass(job, info, now)
+        if sent:
+            self._ready.extend(sent)
+        if clones:
+            self._enqueue(clones, now)
+        for _p, data, saver in recircs:
+            self._enqueue(sw.ingress_pass(0, data, InstanceType.RECIRC, saver, job.passes + 1))
 
     def service_queues(self, limit: int = 64) -> list[tuple[int, bytes]]:
         """Dequeue what the port rates allow, run egress, return frames to transmit."""
@@ -216,21 +245,18 @@ class Device:
         if sw is None:
             return []
         now = self.now_us()
-        ready = self.tm.dequeue_ready(now, limit)
-        frames: list[tuple[int, bytes]] = []
-        for _port, job, enq_us, deq_depth in ready:
+        for _port, job, enq_us, deq_depth in self.tm.dequeue_ready(now, limit):
             info = (enq_us & 0xFFFFFFFF, job.sm.f_enq_qdepth, (now - enq_us) & 0xFFFFFFFF,
                     deq_depth)  # fmt: skip
-            sent, clones, recircs = sw.egress_pass(job, info, now)
-            frames.extend(sent)
-            if clones:
-                self._enqueue(clones, now)
-            for _p, data, saver in recircs:
-                self._enqueue(sw.ingress_pass(0, data, InstanceType.RECIRC, saver,
-                                              job.passes + 1))  # fmt: skip
+            self._egress(job, info, now)
+        frames, self._ready = self._ready, []
+        cpu = self.cpu_port
+        if cpu is None or not any(port == cpu for port, _ in frames):
+            self.counters.tx += len(frames)
+            return frames
         out: list[tuple[int, bytes]] = []
         for port, data in frames:
-            if port == self.cpu_port and self.cpu_port is not None:
+            if port == cpu:
                 self._to_cpu(data)
             else:
                 out.append((port, data))
@@ -253,6 +279,9 @@ class Device:
         hook(payload, values)
 
     def next_departure_us(self) -> float | None:
+        """When the data path must run again to send something (None: nothing pending)."""
+        if self._ready:
+            return float(self.now_us())
         return self.tm.next_departure_us()
 
 
