@@ -136,15 +136,16 @@ class SwitchDaemon:
         self.grpc: Any = None
         self.cli: Any = None
         self.loop_thread: threading.Thread | None = None
+        if args.queue_rate:
+            from switch.runtime.sscli import parse_rate
+
+            rate, unit = parse_rate(args.queue_rate)
+            self.device.tm.set_rate(rate, unit=unit)  # every port, also ports made later
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
         args = self.args
-        if args.queue_rate:
-            from switch.runtime.sscli import parse_rate
-
-            self.device.tm.set_rate(*parse_rate(args.queue_rate))
         if args.program:
             self.device.commit(load_pipeline(args.program, args.include))
         self._open_ports()

@@ -227,3 +227,14 @@ def test_cli_table_add_takes_simple_switch_cli_syntax() -> None:
     assert len(sw.state.table("ipv6_lpm")) == 1
     run_command(sw.state, None, "table_set_default ipv6_lpm ipv6_forward 0x02 4")
     assert sw.state.table("ipv6_lpm").default.args == (2, 4)
+
+
+def test_tf_switch_queue_options_apply_to_every_port() -> None:
+    from switch.daemon import SwitchDaemon, parse_args
+
+    args = parse_args(["--no-p4", "--queue-rate", "20mbps", "--queue-depth", "16", "--",
+                       "--grpc-server-addr", "127.0.0.1:1"])  # fmt: skip
+    tm = SwitchDaemon(args).device.tm
+    pq = tm.port(7)
+    assert (pq.rate_pps, pq.rate_bps) == (0.0, 20e6)
+    assert pq.depth == [16]
