@@ -5,18 +5,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # Debian packages the project's tools and tests use (installed when missing and we are root).
-APT_PACKAGES := python3-venv python3-dev gcc iproute2 ethtool tcpdump tcpreplay iputils-ping
+APT_PACKAGES := python3-venv python3-dev gcc iproute2 ethtool tcpdump tcpreplay iputils-ping mininet
 RESULTS := results
 
-.PHONY: help setup system-deps test test-unit lint bench-p4 bench-switch p4-info clean
+.PHONY: help setup system-deps test test-unit lint bench-p4 bench-switch bench-transport p4-info clean
 
 help:
 	@echo "make test        set up .venv and run the whole test suite"
 	@echo "make bench-p4    packets/s of the software P4 target -> results/bench_p4.csv"
+	@echo "make bench-transport  MRC / single path / TCP goodput and completion times -> results/bench_transport.csv"
 	@echo "make bench-switch  tf-switch on veths with tcpreplay -> results/bench_switch.csv (root)"
 	@echo "make p4-info P4=prog.p4   write the P4Info of a program to build/"
+	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
+	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
+	@echo "make bench-fabric  bring-up time of the default fabric -> results/bench_fabric.csv (root)"
 	@echo "make lint        ruff"
-	@echo "make clean       remove build outputs and results"
+	@echo "make clean       remove build outputs and results; stop fabrics and remove their leftovers"
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -59,11 +63,23 @@ bench-switch: $(STAMP)
 	  --switch-cmd "{python} -m switch.daemon -i 1@{if1} -i 2@{if2} --thrift-port 9390 p4/ipv6_router.p4 -- --grpc-server-addr 127.0.0.1:9389" \
 	  --setup-cmd "{python} -m switch.runtime.control --wait 30 --thrift-port 9390 table_add ipv6_lpm ipv6_forward {dst}/64 => {sink_mac} 2"
 
+bench-transport: $(STAMP)
+	@mkdir -p $(RESULTS)
+	$(PY) -m host.bench --out $(RESULTS)/bench_transport.csv
+
 p4-info: $(STAMP)
 	@mkdir -p build
 	$(VENV)/bin/tf-p4 info $(P4) -o build/$(notdir $(basename $(P4))).p4info.txtpb
 
+# Also after a crash: the fabric's processes (state file first, then any tf-switch / fork server /
+# tf-ctl serve), its switch ports, Mininet's leftovers (mn -c) and stale test namespaces.
 clean:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  if [ -x $(PY) ]; then \
+	    $(PY) -m topologies.cli clean --all --results $(RESULTS) || true; \
+	    $(PY) -c 'from switch.netns import cleanup_stale; [print(x) for x in cleanup_stale()]' || true; \
+	  elif command -v mn >/dev/null 2>&1; then mn -c >/dev/null 2>&1 || true; fi; \
+	fi
 	rm -rf build $(RESULTS) .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
@@ -78,3 +94,30 @@ p4-build:
 	  echo "p4c-bm2-ss is not on PATH: install p4c (p4lang/p4c) to build p4/fabric.p4 for BMv2."; \
 	  echo "The project's software target needs no build: tf-p4 compile p4/fabric.p4 -o build/fabric.tfp4.json"; \
 	fi
+
+# The multi-plane Clos fabric in Mininet (root; README "Fabrics in Mininet").
+PLANES ?= 2
+LEAVES ?= 2
+SPINES ?= 2
+HOSTS ?= 2
+TARGET ?= tf
+LINK_MBPS ?= 100
+PCAP ?=
+FABRIC_ARGS = --planes $(PLANES) --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) \
+  --target $(TARGET) --link-mbps $(LINK_MBPS) --results $(RESULTS) $(if $(PCAP),--pcap)
+BENCH_RUNS ?= 5
+.PHONY: fabric fabric-up fabric-down bench-fabric
+
+fabric: $(STAMP)
+	$(VENV)/bin/tf-topo up $(FABRIC_ARGS)
+
+fabric-up: $(STAMP)
+	$(VENV)/bin/tf-topo up --detach $(FABRIC_ARGS)
+
+fabric-down: $(STAMP)
+	$(VENV)/bin/tf-topo down --results $(RESULTS)
+
+bench-fabric: $(STAMP)
+	$(PY) -m topologies.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
+	  --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) --target $(TARGET) \
+	  --results $(RESULTS) --out $(RESULTS)/bench_fabric.csv

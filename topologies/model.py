@@ -246,6 +246,11 @@ def leaf_name(plane: int, index: int) -> str:
     return f"p{plane}l{index}"
 
 
+def port_ifname(switch: str, port: int) -> str:
+    """The Linux interface of switch port ``port`` in the Mininet build: ``p0l0-eth3``."""
+    return f"{switch}-eth{port}"
+
+
 def spine_name(plane: int, index: int) -> str:
     return f"p{plane}s{index}"
 

@@ -1,0 +1,116 @@
+"""Fabric lifecycles: teardown, a background fabric (``tf-topo up --detach`` / ``down``), and
+``tf-topo clean`` after the fabric's process was killed: nothing may be left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.net.test_fabric_mininet import _options, assert_nothing_left
+from tests.netkit import NET_MARKS
+from topologies import cleanup
+from topologies.bringup import bring_up
+from topologies.fabricnet import FabricNetOptions
+from topologies.model import FabricSpec, build_fabric
+
+pytestmark = [
+    *NET_MARKS,
+    pytest.mark.skipif(shutil.which("mnexec") is None, reason="Mininet's mnexec is not installed"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_fabric_running() -> None:
+    pytest.importorskip("controller.fabric", reason="the controller is not written yet")
+    if Path("/sys/class/net/p0l0-eth1").exists():
+        pytest.skip("a fabric is already running on this machine (p0l0-eth1 exists)")
+
+
+def test_teardown_leaves_nothing(tmp_path: Path) -> None:
+    up = bring_up(build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)),
+                  _options(tmp_path))  # fmt: skip
+    state = json.loads(up.net.state_path.read_text())
+    assert up.verified
+    up.stop()
+    up.stop()  # idempotent
+    assert_nothing_left(state)
+    assert not up.net.state_path.exists()
+
+
+def _tf_topo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "topologies.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def test_background_fabric_up_check_down(tmp_path: Path) -> None:
+    spec = ["--planes", "2", "--leaves", "1", "--spines", "1", "--hosts", "2"]
+    up = _tf_topo("up", "--detach", "--results", str(tmp_path), *spec)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "4/4 paths ok" in up.stdout
+    state = json.loads((tmp_path / "fabric" / "state.json").read_text())
+    assert cleanup._alive(state["runner_pid"])
+    again = _tf_topo("up", "--detach", "--results", str(tmp_path), *spec)
+    assert again.returncode == 2 and "already running" in again.stderr
+    check = _tf_topo("check", "--results", str(tmp_path), "--pairs", "h1:h2")
+    assert check.returncode == 0 and "2/2 paths ok" in check.stdout, check.stdout + check.stderr
+    down = _tf_topo("down", "--results", str(tmp_path))
+    assert down.returncode == 0 and "fabric stopped" in down.stdout
+    assert_nothing_left(state)
+    assert not cleanup._alive(state["runner_pid"])
+
+
+def test_clean_after_the_fabric_process_was_killed(tmp_path: Path) -> None:
+    up = _tf_topo("up", "--detach", "--results", str(tmp_path), "--planes", "1", "--leaves", "2",
+                  "--spines", "1", "--hosts", "1")  # fmt: skip
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((tmp_path / "fabric" / "state.json").read_text())
+    os.kill(state["runner_pid"], signal.SIGKILL)  # a crash: no teardown ran
+    clean = _tf_topo("clean", "--results", str(tmp_path))
+    assert clean.returncode == 0, clean.stderr
+    assert_nothing_left(state)
+    assert not (tmp_path / "fabric").exists()
+
+
+def _stand_in_bmv2(bindir: Path) -> None:
+    """``simple_switch_grpc``, ``simple_switch_CLI`` and ``p4c-bm2-ss`` look-alikes built on
+    tf-switch (which takes BMv2's command lines): the TARGET=bmv2 code path without BMv2."""
+    py = sys.executable
+    scripts = {
+        "simple_switch_grpc": f'exec {py} -m switch.daemon "$@"',
+        "simple_switch_CLI": f'exec {py} -m switch.runtime.control --wait 5 "$@"',
+        # p4c-bm2-ss --p4runtime-files P4INFO -o OUT SRC
+        "p4c-bm2-ss": f'exec {py} -m switch.cli compile "$5" -o "$4" --p4info "$2"',
+    }
+    bindir.mkdir()
+    for name, body in scripts.items():
+        path = bindir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+
+
+def test_bmv2_target_command_lines_work_with_a_stand_in(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    _stand_in_bmv2(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    opts = _options(tmp_path)
+    opts = FabricNetOptions(switch=replace(opts.switch, target="bmv2", link_mbps=12),
+                            results_dir=opts.results_dir, build_dir=str(tmp_path / "build"))  # fmt: skip
+    up = bring_up(build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)), opts)
+    try:
+        assert up.verified, up.results
+        assert (tmp_path / "build" / "bmv2" / "fabric.json").exists()
+        show = subprocess.run(["simple_switch_CLI", "--thrift-port", "9091"], input="show_queues\n",
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert " 1000 pps" in show.stdout  # 12 Mbit/s in 1,500-byte packets, set over the CLI
+    finally:
+        state = json.loads(up.net.state_path.read_text())
+        up.stop()
+    assert_nothing_left(state)
