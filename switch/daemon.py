@@ -19,6 +19,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from switch.runtime.device import Device, Pipeline
 log = logging.getLogger("tailfabric.switch")
 
 BATCH = 64
+BUSY_POLL_S = 0.0002  # keep polling the rings this long after the last packet before sleeping
 DEFAULT_GRPC = "127.0.0.1:9559"
 LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
               "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 10}  # fmt: skip
@@ -216,6 +218,8 @@ class SwitchDaemon:
             poller.register(fd, select.POLLIN)
         attached = set(self.args.ports)
         log_packets = log.isEnabledFor(logging.DEBUG)
+        rings = [p for p in ports.ports if p.rx_mode == "ring"]
+        busy_until = 0.0
         while not self.stopping.is_set():
             frames = ports.recv_batch(BATCH)
             with dev.lock:
@@ -239,10 +243,16 @@ class SwitchDaemon:
                         if log_packets:
                             log.debug("port %d: sent %d bytes", port, len(data))
             if frames or out:
+                busy_until = time.monotonic() + BUSY_POLL_S
                 continue
             nxt = dev.next_departure_us()
             timeout_ms = 200 if nxt is None else max(0, int((nxt - dev.now_us()) / 1000))
-            if timeout_ms <= 0 or any(p.rx_ready() for p in ports.ports if p.rx_mode == "ring"):
+            if timeout_ms <= 0 or any(p.rx_ready() for p in rings):
+                continue
+            # Traffic was flowing a moment ago: watch the rings (no system call) for a short
+            # while before sleeping. Under bursty load near capacity, a poll() sleep and wake-up
+            # per burst costs more CPU than the bursts themselves.
+            if rings and time.monotonic() < busy_until:
                 continue
             for fd, events in poller.poll(timeout_ms):
                 if events & (select.POLLERR | select.POLLHUP) and fd in port_by_fd:
