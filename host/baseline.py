@@ -38,6 +38,7 @@ from host.mrc.recorder import Recorder
 from host.mrc.sender import SendOutcome
 from host.network import Network
 from host.paths import Address, RouteTable
+from host.waits import wait_until
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
@@ -151,14 +152,9 @@ class TcpConnection:
         return handle
 
     def recv(self, timeout: float | None = None) -> bytes:
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            while not self._ready:
-                self._raise_if_ended()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TransportTimeout(f"no message within {timeout} s")
-                self._cv.wait(left)
+            wait_until(self._cv, lambda: bool(self._ready), timeout, self._raise_if_ended,
+                       f"no message within {timeout} s")  # fmt: skip
             msg = self._ready.popleft()
             self._buffered -= len(msg)
             self._cv.notify_all()

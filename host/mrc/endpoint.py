@@ -47,6 +47,7 @@ from host.mrc.recorder import Event, EventKind, Recorder
 from host.mrc.sender import SendOutcome
 from host.network import Network
 from host.paths import Ev, RouteTable
+from host.waits import wait_until
 from host.wire import DataPacket, DropReason, ProbePacket, WireError, decode
 
 T = TypeVar("T")
@@ -133,14 +134,11 @@ class Connection:
         cfg = self._ep.config
         if len(buf) > cfg.max_message_bytes:
             raise MessageTooLarge(f"{len(buf)} bytes > max_message_bytes {cfg.max_message_bytes}")
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            while self._queued_bytes and self._queued_bytes + len(buf) > cfg.max_send_queue_bytes:
-                self._raise_if_ended()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TransportTimeout(f"send queue full ({self._queued_bytes} bytes)")
-                self._cv.wait(left)
+            wait_until(self._cv, lambda: not (self._queued_bytes and self._queued_bytes + len(buf)
+                                              > cfg.max_send_queue_bytes),
+                       timeout, self._raise_if_ended,
+                       f"send queue full ({self._queued_bytes} bytes)")  # fmt: skip
             self._raise_if_ended()
             self._queued_bytes += len(buf)
             token = self._next_token
@@ -180,14 +178,9 @@ class Connection:
         return msg
 
     def _take(self, queue: deque[T], timeout: float | None) -> T:
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            while not queue:
-                self._raise_if_ended()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TransportTimeout(f"no message within {timeout} s")
-                self._cv.wait(left)
+            wait_until(self._cv, lambda: bool(queue), timeout, self._raise_if_ended,
+                       f"no message within {timeout} s")  # fmt: skip
             return queue.popleft()
 
     def _release(self, nbytes: int) -> None:
@@ -318,14 +311,9 @@ class Endpoint:
         Raises:
             TransportTimeout: none within ``timeout`` seconds.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._accept_cv:
-            while not self._accept_q:
-                self._raise_if_closed()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TransportTimeout(f"no connection within {timeout} s")
-                self._accept_cv.wait(left)
+            wait_until(self._accept_cv, lambda: bool(self._accept_q), timeout,
+                       self._raise_if_closed, f"no connection within {timeout} s")  # fmt: skip
             return self._accept_q.popleft()
 
     def connections(self) -> list[Connection]:

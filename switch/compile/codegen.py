@@ -180,12 +180,7 @@ class CodeGen:
         if not fields and not is_hdr:
             e.line("pass")
         e.dedent()
-        e.line("def copy(self):")
-        e.indent()
-        e.line(f"n = {name}()")
-        e.line("n._set(self)")
-        e.line("return n")
-        e.dedent()
+        _emit_copy(e, name)
         e.line("def _eq(self, o):")
         e.indent()
         parts = []
@@ -294,12 +289,7 @@ class CodeGen:
         e.line("for a, b in zip(self.items, o.items): a._set(b)")
         e.line("self.nextIndex = o.nextIndex")
         e.dedent()
-        e.line("def copy(self):")
-        e.indent()
-        e.line(f"n = {name}()")
-        e.line("n._set(self)")
-        e.line("return n")
-        e.dedent()
+        _emit_copy(e, name)
         e.line("def _eq(self, o):")
         e.indent()
         e.line("return all(a._eq(b) for a, b in zip(self.items, o.items))")
@@ -1455,6 +1445,16 @@ class CodeGen:
         lines.append("OLD_FIELD_LISTS = [" + ", ".join(
             f"(FL_SAVE_OLD{i}, FL_LOAD_OLD{i})" for i in range(len(self.old_field_lists))) + "]")  # fmt: skip
         return "\n".join(lines) + "\n"
+
+
+def _emit_copy(e: Emitter, name: str) -> None:
+    """``copy()`` of a generated header/struct/stack class: a new object ``_set`` from this one."""
+    e.line("def copy(self):")
+    e.indent()
+    e.line(f"n = {name}()")
+    e.line("n._set(self)")
+    e.line("return n")
+    e.dedent()
 
 
 def _signed(v: int, width: int) -> int:
