@@ -1,0 +1,331 @@
+"""Run a training job on the running fabric: one agent per host, the controller for events.
+
+:func:`run_fabric_job` reads ``results/fabric/state.json`` (``make fabric-up``), starts
+:mod:`host.agent` in each host's network namespace (``mnexec -a <host pid>``): the parameter
+server on the first host, workers on the next ones (or every host of a ring), answers the
+server's network requests (bursts, plane failures) through :class:`ControllerActions`, and
+reads the agents' JSON-line records back into a :class:`~host.train.run.JobResult`.
+
+:class:`ControllerActions` drives the fabric's controller in this process
+(``controller.fabric.FabricController``): a burst is random loss on every leaf port that faces
+a host (each packet, data or control, either direction, crosses exactly one), a plane failure
+is ``fail plane N``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from host.dblp.errors import RoundFailed
+from host.train.job import Collective, JobSpec
+from host.train.loop import EvalPoint, NetworkActions, ServerRecord, WorkerResult, WorkerRound
+from host.train.records import read_records
+from host.train.run import JobResult
+from topologies.model import Fabric
+
+STATE_FILE = pathlib.Path("fabric") / "state.json"
+AGENT_START_TIMEOUT_S = 120.0
+
+
+class FabricNotReady(RuntimeError):
+    """No running, verified fabric (the message says how to start one)."""
+
+
+@dataclass(frozen=True)
+class FabricState:
+    topology: pathlib.Path
+    p4info: str | None
+    hosts: dict[str, int]  # host name -> pid of its Mininet shell
+    link_mbps: float
+
+
+def load_state(results: str | pathlib.Path = "results") -> FabricState:
+    """The running fabric of ``results/fabric/state.json``.
+
+    Raises:
+        FabricNotReady: no state file, not ready, or its hosts are gone.
+    """
+    path = pathlib.Path(results) / STATE_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise FabricNotReady(f"no running fabric ({path}: {e}); start one with make fabric-up") from e
+    if not doc.get("ready"):
+        raise FabricNotReady(f"the fabric of {path} is not ready")
+    hosts = {str(k): int(v["pid"]) for k, v in doc.get("hosts", {}).items()}
+    dead = [h for h, pid in hosts.items() if not os.path.exists(f"/proc/{pid}")]
+    if not hosts or dead:
+        raise FabricNotReady(f"the fabric of {path} is gone (hosts {dead or 'none'})")
+    return FabricState(pathlib.Path(doc["topology"]), doc.get("p4info"), hosts,
+                       float(doc.get("link_mbps", 0.0)))  # fmt: skip
+
+
+class ControllerActions(NetworkActions):
+    """Job events on the fabric through its controller (connected here, released on close).
+
+    Args:
+        background_loss_pct: loss kept on the host-facing ports outside bursts (0: none).
+    """
+
+    def __init__(self, state: FabricState, results: str | pathlib.Path = "results",
+                 background_loss_pct: float = 0.0) -> None:  # fmt: skip
+        from controller.fabric import FabricController
+
+        self.fabric = Fabric.load(state.topology)
+        self.ctl = FabricController(self.fabric, state.p4info, None, results_dir=results)
+        self.ctl.connect()
+        self.ctl.install_routes()  # adopt the switches' tables; no failure, no loss
+        self.ports = [(n.leaf, n.leaf_port) for h in self.fabric.hosts for n in h.nics]
+        self.background_loss_pct = background_loss_pct
+        self.changes_s: list[float] = []
+        self.clear_burst()
+
+    def _loss(self, pct: float) -> None:
+        from controller.conditions import LossEvent, loss_threshold
+
+        t0 = time.monotonic()
+        c = self.ctl.conditions
+        if pct > 0:
+            c = c.with_losses([LossEvent(s, p, loss_threshold(pct)) for s, p in self.ports])
+        else:
+            c = c.without_losses(self.ports)
+        self.ctl.apply(c)
+        self.changes_s.append(time.monotonic() - t0)
+
+    def burst(self, loss_pct: float) -> None:
+        self._loss(loss_pct)
+
+    def clear_burst(self) -> None:
+        self._loss(self.background_loss_pct)
+
+    def fail_plane(self, plane: int) -> None:
+        self.ctl.run_command(["fail", "plane", str(plane)])
+
+    def restore_plane(self, plane: int) -> None:
+        self.ctl.run_command(["restore", "plane", str(plane)])
+
+    def close(self) -> None:
+        try:
+            self.ctl.run_command(["restore", "all"])
+        finally:
+            self.ctl.close()
+
+
+class AgentProcess:
+    """``python -m host.agent ARGS`` inside a host's namespace; its stdout as a queue."""
+
+    def __init__(self, name: str, pid: int, args: list[str], log: IO[bytes]) -> None:
+        self.name = name
+        mnexec = shutil.which("mnexec")
+        enter = [mnexec, "-a", str(pid)] if mnexec else ["nsenter", "-t", str(pid), "-n", "--"]
+        self.proc = subprocess.Popen([*enter, sys.executable, "-m", "host.agent", *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     text=True, bufsize=1)  # fmt: skip
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, name=f"agent-{name}", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(ev, dict):
+                self.events.put(ev)
+        self.events.put(None)  # exited
+
+    def answer(self, **msg: object) -> None:
+        if self.proc.stdin is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps(msg) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _actions_table(actions: NetworkActions) -> dict[str, Callable[[float], None]]:
+    return {
+        "burst": actions.burst,
+        "clear_burst": lambda v: actions.clear_burst(),
+        "fail_plane": lambda v: actions.fail_plane(int(v)),
+        "restore_plane": lambda v: actions.restore_plane(int(v)),
+    }
+
+
+def run_fabric_job(job: JobSpec, state: FabricState, out_dir: str | pathlib.Path,
+                   actions: NetworkActions, *,
+                   progress: Callable[[dict[str, Any]], None] | None = None,
+                   timeout_s: float = 1800.0) -> JobResult:  # fmt: skip
+    """Run ``job`` with one agent per fabric host; the merged result.
+
+    Raises:
+        RoundFailed: an agent reported an error or exited early (its message is included).
+        FabricNotReady: not enough hosts.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fabric = Fabric.load(state.topology)
+    names = [h.name for h in sorted(fabric.hosts, key=lambda h: h.index)]
+    ps = job.collective is Collective.PS
+    need = job.workers + (1 if ps else 0)
+    if len(names) < need:
+        raise FabricNotReady(f"the job needs {need} hosts; the fabric has {len(names)}")
+    job_path = out / "job.json"
+    job_path.write_text(job.to_json())
+    common = ["--topology", str(state.topology), "--job", str(job_path), "--out", str(out)]
+    if ps:
+        server, workers = names[0], names[1:need]
+        plan = [(server, ["--role", "server", "--workers", ",".join(workers)])]
+        plan += [(w, ["--role", "worker", "--rank", str(r), "--server", server])
+                 for r, w in enumerate(workers)]  # fmt: skip
+        worker_of = {w: r for r, w in enumerate(workers)}
+    else:
+        ring = names[:need]
+        plan = [(h, ["--role", "ring", "--rank", str(r), "--ring", ",".join(ring)])
+                for r, h in enumerate(ring)]  # fmt: skip
+        worker_of = {h: r for r, h in enumerate(ring)}
+    table = _actions_table(actions)
+    agents: list[AgentProcess] = []
+    log = (out / "agents.log").open("ab")
+    deadline = time.monotonic() + timeout_s
+    try:
+        for name, args in plan:
+            agents.append(AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log))
+        _wait_ready(agents)
+        finished: set[str] = set()
+        while len(finished) < len(agents):
+            if time.monotonic() > deadline:
+                raise RoundFailed(f"the job did not finish within {timeout_s:.0f} s")
+            progressed = False
+            for a in agents:
+                if a.name in finished:
+                    continue
+                try:
+                    ev = a.events.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                progressed = True
+                if ev is None:
+                    raise RoundFailed(f"agent on {a.name} exited ({a.proc.wait()}) without "
+                                      f"finishing; see {out / 'agents.log'}")  # fmt: skip
+                kind = ev.get("event")
+                if kind == "request":
+                    table[str(ev["action"])](float(ev["value"]))
+                    a.answer(ack=ev["id"])
+                elif kind == "error":
+                    raise RoundFailed(f"agent on {a.name}: {ev.get('message')}")
+                elif kind == "done":
+                    finished.add(a.name)
+                elif progress is not None:
+                    progress(ev)
+            if not progressed:
+                time.sleep(0.01)
+        for a in agents:
+            a.proc.wait(30)
+    finally:
+        for a in agents:
+            a.stop()
+        log.close()
+    return _collect(job, out, names[0] if ps else None, worker_of)
+
+
+def _wait_ready(agents: list[AgentProcess]) -> None:
+    for a in agents:
+        ev = a.events.get(timeout=AGENT_START_TIMEOUT_S)
+        if ev is None or ev.get("event") != "ready":
+            raise RoundFailed(f"agent on {a.name} did not start: {ev}")
+
+
+def _collect(job: JobSpec, out: pathlib.Path, server: str | None,
+             worker_of: dict[str, int]) -> JobResult:  # fmt: skip
+    server_recs: list[ServerRecord] = []
+    if server is not None:
+        server_recs = [r for r in read_records(out / f"{server}.jsonl") if isinstance(r, ServerRecord)]
+    workers: dict[int, WorkerResult] = {}
+    for host, rank in worker_of.items():
+        recs = read_records(out / f"{host}.jsonl")
+        rounds = tuple(r for r in recs if isinstance(r, WorkerRound))
+        evals = tuple(r for r in recs if isinstance(r, EvalPoint))
+        if len(rounds) != job.rounds:
+            raise RoundFailed(f"{host}: {len(rounds)} rounds recorded, expected {job.rounds}")
+        workers[rank] = WorkerResult(rank, rounds, evals, rounds[-1].wall_s, 0)
+    return JobResult(job, tuple(server_recs), workers)
+
+
+def fabric_available() -> str | None:
+    """Why a fabric cannot be brought up here (None: it can: root and Mininet's mnexec)."""
+    if os.geteuid() != 0:
+        return "the fabric needs root (network namespaces, veths)"
+    if shutil.which("mnexec") is None:
+        return "Mininet (mnexec) is not installed"
+    return None
+
+
+class FabricSession:
+    """The default fabric for the length of a ``with`` block.
+
+    Uses a fabric that is already up (``make fabric-up``) and leaves it running; otherwise
+    brings one up (``tf-topo up --detach``) and takes it down at the end, also on errors.
+
+    Args:
+        link_mbps: the link rate of a fabric this session starts.
+    """
+
+    def __init__(self, results: str | pathlib.Path = "results", *, link_mbps: float = 20.0,
+                 log: Callable[[str], None] = print) -> None:  # fmt: skip
+        self.results = pathlib.Path(results)
+        self.link_mbps = link_mbps
+        self.log = log
+        self.started = False
+        self.up_s = 0.0
+
+    def __enter__(self) -> FabricState:
+        try:
+            state = load_state(self.results)
+            self.log(f"using the running fabric ({self.results / STATE_FILE})")
+            return state
+        except FabricNotReady:
+            pass
+        if pathlib.Path("/sys/class/net/p0l0-eth1").exists():
+            raise FabricNotReady("another fabric is running on this machine (p0l0-eth1 exists) "
+                                 f"but not under {self.results}/: stop it (make fabric-down, "
+                                 "make clean) or pass its --results directory")  # fmt: skip
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "topologies.cli", "up", "--detach", "--link-mbps",
+               f"{self.link_mbps:g}", "--results", str(self.results)]  # fmt: skip
+        self.log("bringing up the default fabric: " + " ".join(cmd[1:]))
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-4:])
+            raise FabricNotReady(f"the fabric did not come up (exit {done.returncode}):\n{tail}")
+        self.started = True
+        self.up_s = time.monotonic() - t0
+        self.log(f"fabric up in {self.up_s:.1f} s")
+        return load_state(self.results)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.started:
+            subprocess.run([sys.executable, "-m", "topologies.cli", "down", "--results",
+                            str(self.results)], capture_output=True, text=True)  # fmt: skip
+            self.log("fabric down")

@@ -1,0 +1,116 @@
+"""Job descriptions (JSON in, validated), the task table, gradient flattening and the
+event hooks that play bursts and plane failures at round boundaries."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from host.dblp.config import LossPolicy, PhaseConfig
+from host.train.job import TASK_NAMES, Collective, EventKind, JobEvent, JobSpec, JobSpecError
+from host.train.loop import EventHooks, NetworkActions, flat_grad, set_flat_grad
+from host.train.models import Mlp
+from host.train.tasks import TASKS
+
+
+def test_job_round_trips_through_json() -> None:
+    job = JobSpec(task="chars-transformer", rounds=20, policy=LossPolicy.FIXED,
+                  phase=PhaseConfig(p_low=0.02, k=0.3, eta=0.4, check_every_rounds=5),
+                  workers=3,
+                  events=(JobEvent(3, EventKind.BURST, 90.0), JobEvent(5, EventKind.FAIL_PLANE, 1)))  # fmt: skip
+    assert JobSpec.from_json(job.to_json()) == job
+    ring = JobSpec(collective=Collective.RING, workers=4)
+    assert JobSpec.from_json(ring.to_json()) == ring
+
+
+def test_ring_jobs_cannot_schedule_network_events() -> None:
+    with pytest.raises(JobSpecError, match="round hooks"):
+        JobSpec(collective=Collective.RING, workers=4, events=(JobEvent(1, EventKind.BURST, 90),))
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"task": "imagenet"}, "unknown task 'imagenet'; valid: digits-mlp"),
+    ({"rounds": 0}, "rounds must be >= 1"),
+    ({"rounds": "10"}, "rounds must be a int"),
+    ({"lr": True}, "lr must be a float"),
+    ({"policy": "mlt"}, "unknown loss policy 'mlt'"),
+    ({"collective": "tree"}, "bad job description"),
+    ({"phase": {"p_low": 0.5, "k": 0.6}}, "p_low"),
+    ({"phase": {"zeta": 1}}, "unknown phase fields: zeta"),
+    ({"bogus": 1}, "unknown job fields: bogus"),
+    ({"rounds": 5, "events": [{"round": 9, "kind": "burst", "value": 90}]}, "outside 0..4"),
+    ({"events": [{"round": 1, "kind": "burst", "value": 190}]}, "burst loss"),
+    ({"events": [{"round": 1, "kind": "explode", "value": 1}]}, "bad job description"),
+])  # fmt: skip
+def test_bad_job_descriptions_are_rejected_with_the_field(doc: dict[str, object],
+                                                          message: str) -> None:  # fmt: skip
+    with pytest.raises((JobSpecError, ValueError), match=message):
+        JobSpec.from_json(json.dumps(doc))
+
+
+def test_job_json_must_be_an_object() -> None:
+    with pytest.raises(JobSpecError, match="not JSON"):
+        JobSpec.from_json("{")
+    with pytest.raises(JobSpecError, match="JSON object"):
+        JobSpec.from_json("[1, 2]")
+
+
+def test_task_table_matches_the_job_format() -> None:
+    assert set(TASKS) == set(TASK_NAMES)
+    for name, task in TASKS.items():
+        run = task.bind(0, 0, 3, 8)
+        x, y = run.batch(0)
+        loss = run.loss(run.model, x, y)
+        assert torch.isfinite(loss), name
+        assert task.reached(1.0 if task.higher_is_better else 0.5, 0.9)
+
+
+def test_workers_start_from_the_same_weights_and_train_on_different_data() -> None:
+    a, b = TASKS["digits-mlp"].bind(0, 0, 3, 8), TASKS["digits-mlp"].bind(0, 1, 3, 8)
+    for pa, pb in zip(a.model.parameters(), b.model.parameters()):
+        assert torch.equal(pa, pb)
+    assert not torch.equal(a.batch(0)[0], b.batch(0)[0])
+
+
+def test_flat_gradient_round_trips() -> None:
+    model = Mlp()
+    x = torch.randn(4, 64)
+    model(x).sum().backward()
+    flat = flat_grad(model)
+    assert flat.dtype == np.float32 and flat.shape == (4810,)
+    set_flat_grad(model, flat * 2)
+    np.testing.assert_allclose(flat_grad(model), flat * 2)
+    with pytest.raises(ValueError, match="4809 values for 4810"):
+        set_flat_grad(model, flat[:-1])
+
+
+class Recorder(NetworkActions):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float]] = []
+
+    def burst(self, loss_pct: float) -> None:
+        self.calls.append(("burst", loss_pct))
+
+    def clear_burst(self) -> None:
+        self.calls.append(("clear", 0))
+
+    def fail_plane(self, plane: int) -> None:
+        self.calls.append(("fail", plane))
+
+    def restore_plane(self, plane: int) -> None:
+        self.calls.append(("restore", plane))
+
+
+def test_a_burst_covers_exactly_its_round_and_plane_events_stay() -> None:
+    job = JobSpec(rounds=10, events=(JobEvent(2, EventKind.BURST, 70), JobEvent(4, EventKind.FAIL_PLANE, 1),
+                                     JobEvent(7, EventKind.RESTORE_PLANE, 1)))  # fmt: skip
+    rec = Recorder()
+    hooks = EventHooks(job, rec)
+    for r in range(10):
+        hooks.round_start(r)
+        hooks.round_end(r)
+    assert rec.calls == [("burst", 70), ("clear", 0), ("fail", 1), ("restore", 1)]
+    assert job.burst_pct(2) == 70 and job.burst_pct(3) == 0
