@@ -65,7 +65,8 @@ bench-switch: $(STAMP)
 
 bench-transport: $(STAMP)
 	@mkdir -p $(RESULTS)
-	$(PY) -m host.bench --out $(RESULTS)/bench_transport.csv
+	$(PY) -m host.bench --out $(RESULTS)/bench_transport.csv --fabric auto --results $(RESULTS) \
+	  $(EXP_LINK_ARG)
 
 p4-info: $(STAMP)
 	@mkdir -p build
@@ -121,3 +122,33 @@ bench-fabric: $(STAMP)
 	$(PY) -m topologies.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
 	  --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) --target $(TARGET) \
 	  --results $(RESULTS) --out $(RESULTS)/bench_fabric.csv
+
+# MRC vs the single-path baseline through the fabric (root; README "MRC through the fabric").
+# Each brings up its own default fabric (refused while another runs) and stops it. Link rate:
+# LINK_MBPS when given on the command line, else the experiment's own (failover 5 Mbit/s,
+# collisions 0.5 Mbit/s: rates at which the software switches fit in the machine's CPUs).
+EXP_LINK_ARG = $(if $(filter command line,$(origin LINK_MBPS)),--link-mbps $(LINK_MBPS))
+.PHONY: exp-failover exp-collisions
+
+exp-failover: $(STAMP)
+	$(PY) -m experiments.failover --results $(RESULTS) --out $(RESULTS)/plane_failure.csv \
+	  $(EXP_LINK_ARG)
+
+exp-collisions: $(STAMP)
+	$(PY) -m experiments.collisions --results $(RESULTS) --out $(RESULTS)/flow_collisions.csv \
+	  $(EXP_LINK_ARG)
+
+# DBLP (README "DBLP: bounded-loss gradient exchange"): both bring the default fabric up at
+# DBLP_LINK_MBPS when none is running and this machine can (root, Mininet) and take it down
+# again; otherwise they run on the in-process emulated fabric. EXP_ARGS / DEMO_ARGS pass
+# options (e.g. EXP_ARGS="--network emu --tasks digits-mlp,chars-transformer").
+DBLP_LINK_MBPS ?= 20
+EXP_ARGS ?=
+DEMO_ARGS ?=
+.PHONY: exp-microburst demo
+
+exp-microburst: $(STAMP)
+	$(PY) -m experiments.microburst --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) $(EXP_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m experiments.demo --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) $(DEMO_ARGS)

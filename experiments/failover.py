@@ -1,0 +1,416 @@
+"""``make exp-failover``: a plane fails in the middle of a stream of messages, MRC vs single path.
+
+``python -m experiments.failover [--link-mbps 5] [--out results/plane_failure.csv]`` brings up
+the default fabric (2 planes x (2 leaves + 2 spines), 4 hosts), streams messages from h1 to h3
+(different leaves, so every path crosses a spine) at ``--load-fraction`` of the capacity into
+h3 (P links) with MRC and then with the single-path baseline (which can carry at most one
+plane's worth), and fails one plane through the controller (``fail plane N``) half-way through each
+run. MRC fails plane 1; the single path fails the plane its connection sent on in the last
+50 ms (the sender reports it; a spurious RTO may have re-hashed it since the start), so that
+the baseline is hit at all. Both use ``fabric_config()`` (the
+same RTO estimator, 10 ms minimum); the single path re-hashes to the other plane after an RTO.
+
+Outputs:
+
+* ``plane_failure.csv``: per transport, every ``--bin-ms`` from 1 s before the failure to the
+  end of the run, per EV: its state, its goodput in the bin, and the connection's goodput (bin
+  and trailing ``--window-ms``), time relative to the start of the ``fail plane`` command;
+* ``plane_failure_summary.csv``: per transport, goodput before and after, the (P-1)/P
+  threshold, the recovery time, the longest stall, when the failed plane's EVs were marked
+  ASSUMED_BAD (MRC) or the RTO fired (single path), messages sent / delivered / lost;
+* ``plane_failure.png`` (drawn from the CSVs only: ``--plot-only``): the first run.
+
+Every transport runs ``--runs`` times (alternating), each with a fresh connection.
+
+Goodput is message bytes acknowledged (the sender's per-EV ``bytes_acked`` samples every
+``--sample-ms``), in Mbit/s. Time 0 is the start of the ``fail plane`` command (the controller
+computes the new tables, then writes them to the plane's switches in parallel, so the plane
+goes down somewhere before the command returns: ``fail_command_ms`` later; ``*_after_command``
+columns count from then). Recovery time: once the trailing-``window_ms`` goodput has fallen
+below (P-1)/P of the pre-failure goodput (the mean over the second before the failure), the
+first instant at which it is back above and stays above on average for ``hold_ms``; 0 when
+it did not fall below within ``dip_within_ms`` (200 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import pathlib
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from experiments.mrc_fabric import (
+    FabricBusy,
+    FabricParams,
+    load_1m,
+    own_fabric,
+    read_csv,
+    start_all,
+    start_hosts,
+    stop_all,
+    write_csv,
+)
+from host.fabric_run import RunSpec
+from topologies.bringup import BringUp
+from topologies.model import Fabric
+
+TRANSPORTS = ("mrc", "single_path")
+REPORT_BEFORE_S = 0.2
+SERIES_HEADER = ("transport", "run", "failed_plane", "t_ms", "ev", "plane", "spine", "ev_state",
+                 "ev_goodput_mbps", "goodput_mbps", "goodput_window_mbps",
+                 "delivered_messages")  # fmt: skip
+SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command_ms", "msg_bytes",
+                  "offered_mbps", "pre_goodput_mbps", "post_goodput_mbps", "threshold_mbps", "recovery_ms",
+                  "recovery_after_command_ms",
+                  "longest_stall_ms", "longest_delivery_gap_ms", "first_assumed_bad_ms",
+                  "first_rto_ms", "rto_events", "messages_sent", "messages_delivered",
+                  "messages_lost", "out_of_order", "load_1m")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FailoverParams:
+    fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=5.0, ecn_packets=8))
+    src: str = "h1"
+    dst: str = "h3"
+    msg_bytes: int = 16384
+    depth: int = 32
+    load_fraction: float = 0.75
+    """Offered load: this fraction of the goodput capacity of the P planes into ``dst``, so
+    that after the failure the remaining planes' capacity is above (P-1)/P of it (0: as fast
+    as the window allows, which makes the threshold the remaining capacity itself)."""
+    duration_s: float = 4.0
+    fail_at_s: float = 2.0
+    """Seconds after the stream starts."""
+    mrc_plane: int = 1
+    sample_ms: float = 1.0
+    bin_ms: float = 5.0
+    window_ms: float = 20.0
+    hold_ms: float = 100.0
+    dip_within_ms: float = 200.0
+    """Only a fall below the threshold that starts this soon after the failure counts (later
+    dips are congestion on the remaining planes, which the stream may now overload)."""
+    transports: tuple[str, ...] = TRANSPORTS
+    runs: int = 3
+    """Each transport's run is repeated this often (the plot shows the first)."""
+    out: str = "results/plane_failure.csv"
+    plain_cc: bool = False
+    """``fabric_config()`` as it is instead of ``host.fabric_run.emulated_fabric_config``."""
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.fabric.results_dir) / "failover"
+
+    @property
+    def summary_out(self) -> pathlib.Path:
+        return pathlib.Path(self.out).with_name(pathlib.Path(self.out).stem + "_summary.csv")
+
+    @property
+    def png(self) -> pathlib.Path:
+        return pathlib.Path(self.out).with_suffix(".png")
+
+
+@dataclass
+class RunRecord:
+    """What one transport's run left: the command times and the processes' CSV directory."""
+
+    transport: str
+    run: int
+    failed_plane: int
+    fail_t0: float
+    fail_t1: float
+    out_dir: pathlib.Path
+    load: float
+    errors: list[str]
+
+
+def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) -> RunRecord:
+    """One stream with a plane failure in the middle; the plane is restored afterwards."""
+    topo = str(up.net.topology_path.resolve())
+    out_dir = p.run_dir / f"{transport}_{run}"
+    planes = up.net.fabric.spec.planes
+    rate = p.load_fraction * planes * p.fabric.goodput_capacity_mbps
+    common = dict(transport=transport, msg_bytes=p.msg_bytes, depth=p.depth,
+                  duration_s=p.duration_s, sample_ms=p.sample_ms, out_dir=str(out_dir),
+                  plain_cc=p.plain_cc, rate_mbps=rate)  # fmt: skip
+    specs = [RunSpec(topo, p.dst, expect=1, **common),  # type: ignore[arg-type]
+             RunSpec(topo, p.src, send_to=(p.dst,), **common)]  # type: ignore[arg-type]
+    with (p.run_dir / f"{transport}_{run}.log").open("wb") as log:
+        procs = start_hosts(up, specs, log)
+        try:
+            at = start_all(procs)
+            procs[p.src].wait_event("path", p.duration_s + 30)
+            used: list[int] = []
+            for before_s in (REPORT_BEFORE_S, REPORT_BEFORE_S / 4):  # the planes used just now
+                time.sleep(max(0.0, at + p.fail_at_s - before_s - time.monotonic()))
+                procs[p.src].command(cmd="report")
+                used = procs[p.src].wait_event("path", 10)["planes"]
+            plane = p.mrc_plane if transport == "mrc" or len(used) != 1 else int(used[0])
+            time.sleep(max(0.0, at + p.fail_at_s - time.monotonic()))
+            ctl = up.controller
+            assert ctl is not None
+            t0 = time.monotonic()
+            ctl.run_command(["fail", "plane", str(plane)])
+            t1 = time.monotonic()
+            load = load_1m()
+            procs[p.src].wait_event("sent", p.duration_s + 60)
+        finally:
+            done = stop_all(procs)
+            if up.controller is not None:
+                up.controller.run_command(["restore", "all"])
+    errors = [f"{h}: {e}" for h, d in done.items() for e in d.get("errors", [])]
+    return RunRecord(transport, run, plane, t0, t1, out_dir, load, errors)
+
+
+# -- analysis ---------------------------------------------------------------------------------
+
+
+@dataclass
+class EvSeries:
+    plane: int
+    times: list[float] = field(default_factory=list)
+    acked: list[int] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+
+    def at(self, t: float) -> tuple[int, str]:
+        """Cumulative bytes acknowledged and the state at time ``t`` (last sample before)."""
+        i = bisect.bisect_right(self.times, t) - 1
+        return (0, "good") if i < 0 else (self.acked[i], self.states[i])
+
+
+def _series(samples: list[dict[str, str]]) -> dict[int, EvSeries]:
+    evs: dict[int, EvSeries] = {}
+    for r in samples:
+        s = evs.setdefault(int(r["ev"]), EvSeries(int(r["plane"])))
+        s.times.append(float(r["t_s"]))
+        s.acked.append(int(r["bytes_acked"]))
+        s.states.append(r["state"])
+    return evs
+
+
+def _mbps(nbytes: float, seconds: float) -> float:
+    return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
+
+
+def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tuple[object, ...]], tuple[object, ...]]:
+    """The time series rows and the summary row of one run."""
+    d = rec.out_dir
+    evs = _series(read_csv(d / f"{p.src}_samples.csv"))
+    recv = read_csv(d / f"{p.dst}_recv.csv")
+    sent = read_csv(d / f"{p.src}_sent.csv")
+    events = read_csv(d / f"{p.src}_events.csv")
+    t0 = rec.fail_t0
+    spines = {i: path.spine for i, path in enumerate(fabric.paths(p.src, p.dst))}
+
+    def total(t: float) -> int:
+        return sum(s.at(t)[0] for s in evs.values())
+
+    recv_times = sorted(float(r["recv_t_s"]) for r in recv)
+    end = max(s.times[-1] for s in evs.values())
+    bin_s, win_s = p.bin_ms / 1e3, p.window_ms / 1e3
+    grid = [t0 - 1.0 + i * bin_s for i in range(int((end - (t0 - 1.0)) / bin_s) + 1)]
+    rows: list[tuple[object, ...]] = []
+    window: list[tuple[float, float]] = []  # (t, trailing-window goodput)
+    for t in grid:
+        tot = _mbps(total(t) - total(t - bin_s), bin_s)
+        win = _mbps(total(t) - total(t - win_s), win_s)
+        window.append((t, win))
+        delivered = bisect.bisect_right(recv_times, t)
+        for ev, s in sorted(evs.items()):
+            cum, state = s.at(t)
+            ev_gp = _mbps(cum - s.at(t - bin_s)[0], bin_s)
+            rows.append((rec.transport, rec.run, rec.failed_plane, round((t - t0) * 1e3, 1), ev, s.plane,
+                         spines.get(ev, -1) if rec.transport == "mrc" else -1, state,
+                         round(ev_gp, 3), round(tot, 3), round(win, 3), delivered))  # fmt: skip
+    pre = _mbps(total(t0) - total(t0 - 1.0), 1.0)
+    post_from, post_to = t0 + 0.5, min(end, t0 + 1.5)
+    post = _mbps(total(post_to) - total(post_from), post_to - post_from)
+    planes = fabric.spec.planes
+    threshold = pre * (planes - 1) / planes
+    recovery = _recovery_s(window, t0, threshold, p.hold_ms / 1e3, p.dip_within_ms / 1e3)
+    t1 = rec.fail_t1
+    ack_times = _progress_times(evs)
+    stall = _longest_gap([t for t in ack_times if t0 - 0.1 <= t <= t0 + 1.0])
+    gap = _longest_gap([t for t in recv_times if t0 - 0.1 <= t <= t0 + 1.0])
+    bad = [float(e["t_s"]) for e in events if e["kind"] == "ev_state" and "->assumed_bad" in e["detail"]
+           and float(e["t_s"]) >= t0 and evs.get(int(e["ev"]), EvSeries(-1)).plane == rec.failed_plane]  # fmt: skip
+    rtos = [float(e["t_s"]) for e in events if e["kind"] == "rto" and float(e["t_s"]) >= t0]
+    seqs = {(r["flow"], int(r["seq"])) for r in recv}
+    lost = sum(1 for r in sent if (r["flow"], int(r["seq"])) not in seqs)
+    summary = (rec.transport, rec.run, fabric.spec.link_mbps, rec.failed_plane,
+               round((rec.fail_t1 - rec.fail_t0) * 1e3, 1), p.msg_bytes,
+               round(p.load_fraction * planes * p.fabric.goodput_capacity_mbps, 3), round(pre, 3),
+               round(post, 3), round(threshold, 3),
+               "" if recovery is None else round(recovery * 1e3, 1),
+               "" if recovery is None else round(max(0.0, recovery - (t1 - t0)) * 1e3, 1),
+               round(stall * 1e3, 1),
+               round(gap * 1e3, 1), round((bad[0] - t0) * 1e3, 1) if bad else "",
+               round((rtos[0] - t0) * 1e3, 1) if rtos else "", len(rtos), len(sent), len(recv),
+               lost, sum(1 for r in recv if r["in_order"] != "1"), rec.load)  # fmt: skip
+    return rows, summary
+
+
+def _progress_times(evs: dict[int, EvSeries]) -> list[float]:
+    """Sample times at which the connection's acknowledged bytes grew."""
+    points = sorted((t, ev) for ev, s in evs.items() for t in s.times)
+    out, last = [], -1
+    for t, _ev in points:
+        tot = sum(s.at(t)[0] for s in evs.values())
+        if tot > last:
+            if last >= 0:
+                out.append(t)
+            last = tot
+    return out
+
+
+def _longest_gap(times: Sequence[float]) -> float:
+    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+def _recovery_s(window: list[tuple[float, float]], t0: float, threshold: float, hold_s: float,
+                horizon_s: float = 0.2) -> float | None:  # fmt: skip
+    """Seconds from ``t0`` until the trailing-window goodput is back at or above ``threshold``.
+
+    ``window`` holds (time, trailing goodput). 0 when it does not fall below the threshold
+    within ``horizon_s``; else the first time after it fell below at which it is back above
+    and its mean over the next ``hold_s`` is too (a single noisy window does not count);
+    None when that never happens.
+    """
+    after = [(t, g) for t, g in window if t >= t0]
+    dip = next((i for i, (t, g) in enumerate(after) if g < threshold and t <= t0 + horizon_s), None)
+    if dip is None:
+        return 0.0
+    for i in range(dip + 1, len(after)):
+        t, g = after[i]
+        held = [gg for tt, gg in after[i:] if tt <= t + hold_s]
+        if g >= threshold and after[-1][0] >= t + hold_s and sum(held) / len(held) >= threshold:
+            return t - t0
+    return None
+
+
+# -- plot (reads only the CSVs) -----------------------------------------------------------------
+
+
+def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
+         png: str | pathlib.Path, xlim_ms: tuple[float, float] = (-200.0, 600.0)) -> None:  # fmt: skip
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_csv(csv_path) if r.get("run", "0") == "0"]
+    summary = {r["transport"]: r for r in read_csv(summary_path) if r.get("run", "0") == "0"}
+    transports = list(dict.fromkeys(r["transport"] for r in rows))
+    fig, axes = plt.subplots(2 * len(transports), 1, figsize=(9, 3.2 * len(transports) + 1.5),
+                             sharex=True, gridspec_kw={"height_ratios": [3, 1] * len(transports)})  # fmt: skip
+    colors = {"good": "tab:green", "assumed_bad": "tab:red", "denied": "black", "unknown": "0.7"}
+    for k, tr in enumerate(transports):
+        ax, axs = axes[2 * k], axes[2 * k + 1]
+        mine = [r for r in rows if r["transport"] == tr]
+        first_ev = mine[0]["ev"]
+        ts = [float(r["t_ms"]) for r in mine if r["ev"] == first_ev]
+        ax.plot(ts, [float(r["goodput_window_mbps"]) for r in mine if r["ev"] == first_ev],
+                color="black", label="connection (trailing window)")  # fmt: skip
+        per_plane: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        for r in mine:
+            per_plane[r["plane"]][float(r["t_ms"])] += float(r["ev_goodput_mbps"])
+        for plane, series in sorted(per_plane.items()):
+            xs = sorted(series)
+            ax.plot(xs, [series[x] for x in xs], lw=0.8, alpha=0.7, label=f"plane {plane} (bin)")
+        s = summary.get(tr)
+        if s:
+            ax.axhline(float(s["threshold_mbps"]), ls="--", color="tab:purple",
+                       label="(P-1)/P of pre-failure")  # fmt: skip
+            rec = f"recovery {s['recovery_ms'] or 'none'} ms" if s["recovery_ms"] != "" else "no recovery"
+            ax.set_title(f"{tr}: plane {s['failed_plane']} fails at 0 ms; {rec}, longest stall "
+                         f"{s['longest_stall_ms']} ms, {s['messages_lost']} messages lost")  # fmt: skip
+        ax.axvline(0, color="0.4", lw=1)
+        ax.set_ylabel("goodput (Mbit/s)")
+        ax.legend(loc="upper right", fontsize=7)
+        evs = sorted({r["ev"] for r in mine}, key=int)
+        for j, ev in enumerate(evs):
+            pts = [(float(r["t_ms"]), r["ev_state"]) for r in mine if r["ev"] == ev]
+            for (t, st), (t2, _) in zip(pts, pts[1:]):
+                axs.barh(j, t2 - t, left=t, color=colors.get(st, "0.5"), height=0.8)
+        plane_of = {r["ev"]: r["plane"] for r in mine}
+        axs.set_yticks(range(len(evs)), [f"EV{e} p{plane_of[e]}" for e in evs], fontsize=7)
+        axs.axvline(0, color="0.4", lw=1)
+    axes[-1].set_xlim(*xlim_ms)
+    axes[-1].set_xlabel("time from the fail-plane command (ms); EV state: green good, red assumed_bad")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def run(p: FailoverParams) -> int:
+    p.run_dir.mkdir(parents=True, exist_ok=True)
+    series: list[tuple[object, ...]] = []
+    summaries: list[tuple[object, ...]] = []
+    errors: list[str] = []
+    with own_fabric(p.fabric) as up:
+        assert up.controller is not None
+        for argv in (["fail", "plane", "0"], ["restore", "all"]):  # warm the controller up
+            up.controller.run_command(argv)
+        for run_i, transport in ((r, t) for r in range(p.runs) for t in p.transports):
+            rec = run_transport(up, p, transport, run_i)
+            errors += rec.errors
+            rows, summary = analyse(rec, p, up.net.fabric)
+            series += rows
+            summaries.append(summary)
+            print("  ".join(f"{k}={v}" for k, v in zip(SUMMARY_HEADER, summary)), flush=True)
+    write_csv(p.out, SERIES_HEADER, series)
+    write_csv(p.summary_out, SUMMARY_HEADER, summaries)
+    plot(p.out, p.summary_out, p.png)
+    print(f"wrote {p.out}, {p.summary_out}, {p.png}")
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    d = FailoverParams()
+    ap = argparse.ArgumentParser(prog="python -m experiments.failover",
+                                 description=__doc__.splitlines()[0])  # fmt: skip
+    ap.add_argument("--link-mbps", type=float, default=d.fabric.link_mbps)
+    ap.add_argument("--results", default=d.fabric.results_dir)
+    ap.add_argument("--ecn-packets", type=int, default=d.fabric.ecn_packets,
+                    help="CE-mark threshold of every switch port (the controller's default: 20)")
+    ap.add_argument("--wait-s", type=float, default=0.0,
+                    help="wait this long for another fabric on the machine to stop")  # fmt: skip
+    ap.add_argument("--out", default=d.out)
+    ap.add_argument("--msg-bytes", type=int, default=d.msg_bytes)
+    ap.add_argument("--load-fraction", type=float, default=d.load_fraction,
+                    help="offered load, fraction of the planes' goodput capacity into the receiver")
+    ap.add_argument("--duration-s", type=float, default=d.duration_s)
+    ap.add_argument("--fail-at-s", type=float, default=d.fail_at_s)
+    ap.add_argument("--transports", default=",".join(d.transports))
+    ap.add_argument("--runs", type=int, default=d.runs, help="repetitions per transport")
+    ap.add_argument("--plain-cc", action="store_true",
+                    help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)")
+    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
+    a = ap.parse_args(argv)
+    p = FailoverParams(FabricParams(link_mbps=a.link_mbps, results_dir=a.results, wait_s=a.wait_s,
+                                     ecn_packets=a.ecn_packets),
+                       msg_bytes=a.msg_bytes, load_fraction=a.load_fraction,
+                       duration_s=a.duration_s, fail_at_s=a.fail_at_s,
+                       transports=tuple(t for t in a.transports.split(",") if t), runs=a.runs,
+                       out=a.out,
+                       plain_cc=a.plain_cc)  # fmt: skip
+    if a.plot_only:
+        plot(p.out, p.summary_out, p.png)
+        return 0
+    try:
+        return run(p)
+    except FabricBusy as e:
+        print(f"exp-failover: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""What the MRC fabric experiments share: their own fabric, host processes, reading their CSVs.
+
+``make exp-failover`` (:mod:`experiments.failover`) and ``make exp-collisions``
+(:mod:`experiments.collisions`) each bring a fabric up with :func:`own_fabric`
+(:func:`host.fabric_run.own_fabric`: refused while another fabric runs on this machine,
+interface names are fixed), start one
+:class:`host.fabric_run.HostProcess` per host taking part (:func:`start_hosts`), release them
+at one instant of the shared monotonic clock (:func:`start_all`), drive the controller, stop
+them and read back what they wrote (:func:`read_csv`). The fabric's state file is the usual
+``<results>/fabric/state.json``, so ``make fabric-up`` refuses to start meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import pathlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = ["FabricBusy", "FabricParams", "own_fabric", "read_csv", "start_all", "start_hosts",
+           "stop_all", "write_csv", "percentile", "load_1m", "PAYLOAD_EFFICIENCY"]  # fmt: skip
+
+from host import fabric_run
+from host.fabric_run import FabricBusy, HostProcess, RunSpec, host_args
+from host.mrc.config import FABRIC_PAYLOAD_BYTES
+from host.wire import DATA_HEADER_BYTES
+from topologies.bringup import BringUp
+from topologies.model import FabricSpec
+
+TM_EXTRA_BYTES = 64
+"""tf-switch charges a queued packet its bytes after the parsed headers plus 64 (the
+Ethernet, IPv6 and UDP headers of a DATA packet are 62), see ``switch/runtime/device.py``."""
+DATA_WIRE_BYTES = FABRIC_PAYLOAD_BYTES + DATA_HEADER_BYTES + TM_EXTRA_BYTES
+PAYLOAD_EFFICIENCY = FABRIC_PAYLOAD_BYTES / DATA_WIRE_BYTES
+"""Message bytes per byte of link capacity when a link carries only full DATA packets."""
+START_DELAY_S = 0.3
+
+
+@dataclass(frozen=True)
+class FabricParams:
+    """The fabric an experiment brings up."""
+
+    planes: int = 2
+    leaves: int = 2
+    spines: int = 2
+    hosts_per_leaf: int = 2
+    link_mbps: float = 5.0
+    """Every switch port's queue drain rate: the fabric's link capacity."""
+    results_dir: str = "results"
+    wait_s: float = 0.0
+    """How long to wait for another fabric on this machine to go away before giving up."""
+    ecn_packets: int | None = None
+    """Every port's CE-marking threshold (the controller's ``ecn K``); None: its default."""
+
+    def spec(self) -> FabricSpec:
+        return FabricSpec(self.planes, self.leaves, self.spines, self.hosts_per_leaf,
+                          self.link_mbps)  # fmt: skip
+
+    @property
+    def goodput_capacity_mbps(self) -> float:
+        """Message bytes one link carries per second when full of DATA packets."""
+        return self.link_mbps * PAYLOAD_EFFICIENCY
+
+
+@contextlib.contextmanager
+def own_fabric(params: FabricParams) -> Iterator[BringUp]:
+    """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN threshold set."""
+    with fabric_run.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
+        if params.ecn_packets is not None and up.controller is not None:
+            up.controller.run_command(["ecn", str(params.ecn_packets)])
+        yield up
+
+
+def start_hosts(up: BringUp, specs: Sequence[RunSpec], log: IO[bytes] | None = None,
+                ready_timeout_s: float = 60.0) -> dict[str, HostProcess]:  # fmt: skip
+    """One host process per spec, each in its host's namespace, all ready (sockets bound)."""
+    pids = up.net.host_pids()
+    procs: dict[str, HostProcess] = {}
+    try:
+        for spec in specs:
+            procs[spec.host] = HostProcess(pids[spec.host], host_args(spec), log)
+        for p in procs.values():
+            p.wait_event("ready", ready_timeout_s)
+    except BaseException:
+        for p in procs.values():
+            p.proc.kill()
+            p.close()
+        raise
+    return procs
+
+
+def start_all(procs: dict[str, HostProcess], delay_s: float = START_DELAY_S) -> float:
+    """Tell every process to start at one instant ``delay_s`` from now; returns that instant."""
+    at = time.monotonic() + delay_s
+    for p in procs.values():
+        p.command(cmd="start", at=at)
+    return at
+
+
+def stop_all(procs: dict[str, HostProcess]) -> dict[str, dict[str, Any]]:
+    """Stop every process (receivers last); their ``done`` events by host."""
+    done: dict[str, dict[str, Any]] = {}
+    for name, p in procs.items():
+        ev = p.stop()
+        done[name] = ev or {"event": "done", "host": name, "errors": ["ended without a report"]}
+    return done
+
+
+def read_csv(path: str | pathlib.Path) -> list[dict[str, str]]:
+    with pathlib.Path(path).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_csv(path: str | pathlib.Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    p = pathlib.Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def load_1m() -> float:
+    return round(os.getloadavg()[0], 2)

@@ -1,0 +1,81 @@
+"""The fabric runner's command line and the experiments' arithmetic (no fabric, no root)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from experiments import collisions, failover
+from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, percentile
+from host.errors import FabricNotRunning
+from host.fabric_run import (
+    TARGET_QDELAY_PACKETS,
+    RecvRow,
+    RunSpec,
+    _missing,
+    emulated_fabric_config,
+    host_args,
+    packet_time_us,
+    parse_args,
+    read_running_state,
+)
+from host.mrc.config import fabric_config
+from topologies.model import FabricSpec, build_fabric
+
+
+@pytest.mark.parametrize("spec", [
+    RunSpec("t.json", "h1", "mrc", send_to=("h3", "h4"), expect=2, msg_bytes=4096, depth=4,
+            duration_s=1.5, sample_ms=0.5, out_dir="/tmp/x"),
+    RunSpec("t.json", "h3", "tcp", expect=1, tcp_port=5000, plain_cc=True),
+    RunSpec("t.json", "h1", "single_path", send_to=("h2",), bench_sizes=(4096, 65536),
+            bench_goodput_bytes=1 << 20, bench_mct_messages=7, fixed_window_bytes=65536),
+])  # fmt: skip
+def test_runner_command_line_round_trips(spec: RunSpec) -> None:
+    assert parse_args(host_args(spec)) == spec
+
+
+def test_emulated_config_scales_the_window_thresholds_with_the_link_rate() -> None:
+    slow, fast = emulated_fabric_config(5.0).cc, emulated_fabric_config(1000.0).cc
+    assert slow.target_qdelay_us == pytest.approx(TARGET_QDELAY_PACKETS * packet_time_us(5.0))
+    assert packet_time_us(5.0) == pytest.approx(1516 * 8 / 5.0)
+    assert fast.target_qdelay_us == fabric_config().cc.target_qdelay_us
+    assert fast.qa_threshold_us == fabric_config().cc.qa_threshold_us
+
+
+def test_receiver_counts_missing_sequence_numbers_per_flow() -> None:
+    rows = [RecvRow("a", s, 1, 0, 0, 0, 1) for s in (0, 1, 3)] + [RecvRow("b", 0, 1, 0, 0, 0, 1)]
+    assert _missing(rows) == 1
+
+
+def test_no_state_file_means_no_running_fabric(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(FabricNotRunning, match="make fabric-up"):
+        read_running_state(tmp_path / "fabric" / "topology.json")
+
+
+def test_collision_pattern_is_every_cross_leaf_pair_and_capacity_is_the_receivers_links() -> None:
+    fabric = build_fabric(FabricSpec(link_mbps=5.0))
+    flows = collisions.flows_of(fabric)
+    assert len(flows) == 8
+    assert all(fabric.host(a).leaf_index != fabric.host(b).leaf_index for a, b in flows)
+    assert collisions.capacity_mbps(fabric) == 4 * 2 * 5.0
+    assert 0.9 < PAYLOAD_EFFICIENCY < 0.92
+
+
+@pytest.mark.parametrize("series, expected", [
+    ([(t / 1e3, 10.0) for t in range(0, 400, 5)], 0.0),  # never below the threshold
+    ([(t / 1e3, 10.0 if t < 10 or t >= 60 else 1.0) for t in range(0, 400, 5)], 0.06),
+    ([(t / 1e3, 1.0) for t in range(0, 400, 5)], None),  # never recovers
+    ([(t / 1e3, 10.0 if t != 30 else 1.0) for t in range(0, 400, 5)], 0.035),  # one dip
+])  # fmt: skip
+def test_recovery_is_when_the_window_goodput_holds_above_the_threshold(
+        series: list[tuple[float, float]], expected: float | None) -> None:  # fmt: skip
+    got = failover._recovery_s(series, 0.0, 5.0, hold_s=0.1, horizon_s=0.2)
+    assert got == pytest.approx(expected) if expected is not None else got is None
+
+
+def test_longest_gap_and_percentiles() -> None:
+    assert failover._longest_gap([0.0, 0.01, 0.05, 0.06]) == pytest.approx(0.04)
+    assert failover._longest_gap([]) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 1.0) == 4.0
