@@ -135,7 +135,7 @@ class TrialRecord:
         (self.out_dir / TRIAL_FILE).write_text(json.dumps({**doc, "fabric": asdict(spec)}))
 
     @classmethod
-    def load(cls, out_dir: pathlib.Path) -> tuple[TrialRecord, FabricSpec]:
+    def read(cls, out_dir: pathlib.Path) -> tuple[TrialRecord, FabricSpec]:
         doc = json.loads((out_dir / TRIAL_FILE).read_text())
         spec = FabricSpec(**doc.pop("fabric"))
         return cls(out_dir=out_dir, **doc), spec
@@ -379,7 +379,7 @@ def reanalyse(p: CollisionParams) -> int:
     """The CSVs and the plot again from the trials under ``run_dir`` (no fabric needed)."""
     rows: list[tuple[object, ...]] = []
     loads: dict[tuple[str, str], list[float]] = {}
-    recs = [TrialRecord.load(f.parent) for f in p.run_dir.glob(f"*/{TRIAL_FILE}")]
+    recs = [TrialRecord.read(f.parent) for f in p.run_dir.glob(f"*/{TRIAL_FILE}")]
     if not recs:
         print(f"exp-collisions: no trials under {p.run_dir}", file=sys.stderr)
         return 2
