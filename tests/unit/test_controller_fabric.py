@@ -192,7 +192,8 @@ def test_unknown_names_list_the_valid_ones(ctl: FabricController) -> None:
 
 
 def test_loss_event_is_installed_and_expires_on_time(ctl: FabricController) -> None:
-    ctl.run_command(["loss", "p0l0-p0s0", "50", "--for", "300"])
+    # long enough that the checks below finish inside the window on a loaded machine
+    ctl.run_command(["loss", "p0l0-p0s0", "50", "--for", "1500"])
     t0 = time.monotonic()
 
     def lossy() -> set[tuple[str, int, int]]:
@@ -202,11 +203,11 @@ def test_loss_event_is_installed_and_expires_on_time(ctl: FabricController) -> N
 
     assert lossy() == {("p0l0", 3, 32768), ("p0s0", 1, 32768)}
     assert "ms left" in ctl.run_command(["status"])
-    while lossy() and time.monotonic() - t0 < 3:
+    while lossy() and time.monotonic() - t0 < 5:
         time.sleep(0.02)
     elapsed = time.monotonic() - t0
     assert not lossy()
-    assert 0.25 <= elapsed <= 0.8, elapsed
+    assert 1.45 <= elapsed <= 2.5, elapsed
     assert ctl.conditions.losses == ()
 
 
