@@ -45,6 +45,7 @@ from experiments.mrc_fabric import (
     PAYLOAD_EFFICIENCY,
     FabricBusy,
     FabricParams,
+    add_fabric_args,
     load_1m,
     own_fabric,
     percentile,
@@ -421,12 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = CollisionParams()
     ap = argparse.ArgumentParser(prog="python -m experiments.collisions",
                                  description=__doc__.splitlines()[0])  # fmt: skip
-    ap.add_argument("--link-mbps", type=float, default=d.fabric.link_mbps)
-    ap.add_argument("--results", default=d.fabric.results_dir)
-    ap.add_argument("--ecn-packets", type=int, default=d.fabric.ecn_packets,
-                    help="CE-mark threshold of every switch port (the controller's default: 20)")
-    ap.add_argument("--wait-s", type=float, default=0.0,
-                    help="wait this long for another fabric on the machine to stop")  # fmt: skip
+    add_fabric_args(ap, d.fabric)
     ap.add_argument("--out", default=d.out)
     ap.add_argument("--msg-bytes", type=int, default=d.msg_bytes)
     ap.add_argument("--depth", type=int, default=d.depth)

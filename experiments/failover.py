@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from experiments.mrc_fabric import (
     FabricBusy,
     FabricParams,
+    add_fabric_args,
     load_1m,
     own_fabric,
     read_csv,
@@ -377,12 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d = FailoverParams()
     ap = argparse.ArgumentParser(prog="python -m experiments.failover",
                                  description=__doc__.splitlines()[0])  # fmt: skip
-    ap.add_argument("--link-mbps", type=float, default=d.fabric.link_mbps)
-    ap.add_argument("--results", default=d.fabric.results_dir)
-    ap.add_argument("--ecn-packets", type=int, default=d.fabric.ecn_packets,
-                    help="CE-mark threshold of every switch port (the controller's default: 20)")
-    ap.add_argument("--wait-s", type=float, default=0.0,
-                    help="wait this long for another fabric on the machine to stop")  # fmt: skip
+    add_fabric_args(ap, d.fabric)
     ap.add_argument("--out", default=d.out)
     ap.add_argument("--msg-bytes", type=int, default=d.msg_bytes)
     ap.add_argument("--load-fraction", type=float, default=d.load_fraction,

@@ -12,6 +12,7 @@ them and read back what they wrote (:func:`read_csv`). The fabric's state file i
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import os
@@ -67,6 +68,16 @@ class FabricParams:
 
 
 @contextlib.contextmanager
+def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
+    """The command-line options every fabric experiment shares (defaults from ``d``)."""
+    ap.add_argument("--link-mbps", type=float, default=d.link_mbps)
+    ap.add_argument("--results", default=d.results_dir)
+    ap.add_argument("--ecn-packets", type=int, default=d.ecn_packets,
+                    help="CE-mark threshold of every switch port (the controller's default: 20)")
+    ap.add_argument("--wait-s", type=float, default=0.0,
+                    help="wait this long for another fabric on the machine to stop")  # fmt: skip
+
+
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
     """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN threshold set."""
     with fabric_run.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
