@@ -31,6 +31,9 @@ log = logging.getLogger("tailfabric.switch")
 
 BATCH = 64
 BUSY_POLL_S = 0.0002  # keep polling the rings this long after the last packet before sleeping
+WORK_GAP_GAIN = 1 / 8
+FINE_WAIT_S = 0.002  # waits shorter than this use select (microseconds), longer ones poll (ms)
+IDLE_WAIT_S = 0.2
 DEFAULT_GRPC = "127.0.0.1:9559"
 LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
               "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 10}  # fmt: skip
@@ -204,8 +207,11 @@ class SwitchDaemon:
     def run_loop(self) -> None:
         """Receive a batch, run ingress, drain what the queues allow through egress, send.
 
-        Sleeps in ``poll`` only when no frame is waiting and no queue may send yet; a PacketOut
-        or a config change wakes it through ``device.wakeup``.
+        Sleeps only when no frame is waiting and no queue may send yet, until the next
+        departure (a rate-limited port) to the microsecond: ``poll`` for whole milliseconds,
+        ``select`` for what is left under 2 ms. A PacketOut or a config change wakes it through
+        ``device.wakeup``. It busy-polls the rings (no system call) for a moment after work
+        only while work comes faster than that moment, i.e. at high packet rates.
         """
         dev = self.device
         ports = self.ports
@@ -216,10 +222,12 @@ class SwitchDaemon:
         poller.register(wake.fileno(), select.POLLIN)
         for fd in port_by_fd:
             poller.register(fd, select.POLLIN)
+        select_fds = [wake.fileno(), *port_by_fd]
         attached = set(self.args.ports)
         log_packets = log.isEnabledFor(logging.DEBUG)
         rings = [p for p in ports.ports if p.rx_mode == "ring"]
-        busy_until = 0.0
+        last_work = 0.0
+        work_gap = 1.0  # running mean of the time between iterations that found work
         while not self.stopping.is_set():
             frames = ports.recv_batch(BATCH)
             with dev.lock:
@@ -243,20 +251,28 @@ class SwitchDaemon:
                         if log_packets:
                             log.debug("port %d: sent %d bytes", port, len(data))
             if frames or out:
-                busy_until = time.monotonic() + BUSY_POLL_S
+                t = time.monotonic()
+                work_gap += (min(t - last_work, 1.0) - work_gap) * WORK_GAP_GAIN
+                last_work = t
                 continue
             nxt = dev.next_departure_us()
-            timeout_ms = 200 if nxt is None else max(0, int((nxt - dev.now_us()) / 1000))
-            if timeout_ms <= 0 or any(p.rx_ready() for p in rings):
+            wait_s = IDLE_WAIT_S if nxt is None else (nxt - dev.now_us()) / 1e6
+            if wait_s <= 0 or any(p.rx_ready() for p in rings):
                 continue
-            # Traffic was flowing a moment ago: watch the rings (no system call) for a short
-            # while before sleeping. Under bursty load near capacity, a poll() sleep and wake-up
-            # per burst costs more CPU than the bursts themselves.
-            if rings and time.monotonic() < busy_until:
+            # Traffic is flowing fast: watch the rings for a short while before sleeping.
+            # Under bursty load near capacity, a sleep and wake-up per burst costs more CPU
+            # than the bursts themselves; at low rates the spinning would be the cost.
+            if rings and work_gap < BUSY_POLL_S and time.monotonic() - last_work < BUSY_POLL_S:
                 continue
-            for fd, events in poller.poll(timeout_ms):
-                if events & (select.POLLERR | select.POLLHUP) and fd in port_by_fd:
-                    port_by_fd[fd].clear_error()  # a link went down: do not spin on it
+            if wait_s >= FINE_WAIT_S:
+                ready = [fd for fd, ev in poller.poll(int(wait_s * 1000) - 1)
+                         if ev & (select.POLLERR | select.POLLHUP)]  # fmt: skip
+            else:
+                ready = select.select(select_fds, [], [], wait_s)[0]
+            for fd in ready:
+                port = port_by_fd.get(fd)
+                if port is not None and not port.rx_ready():
+                    port.clear_error()  # a link went down: do not spin on it
             wake.clear()
 
 
