@@ -12,7 +12,8 @@ CE-marked. Queuing delay = RTT - base RTT. The reaction is a table keyed by
 Without ECN (``ecn_enabled=False``: loopback, or switches that do not mark) the delay alone
 decides: above target is a decrease. A NACK (trimmed packet) takes its bytes off the window;
 a queuing delay above ``qa_threshold_us`` or a retransmission timeout triggers *quick adapt*:
-the window drops to the bytes delivered during the last window.
+the window drops to the bytes delivered during the last window. The window grows only
+while the connection uses it (``validated_fraction`` of it in flight).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class NsccWindow:
         self._last_md = -1e9
         self._qa_window_end = 0.0
         self._achieved = 0
+        self._validated = True
         self.decreases = 0
         self.quick_adapts = 0
         self._table = REACTIONS_ECN if cfg.ecn_enabled else REACTIONS_DELAY_ONLY
@@ -44,11 +46,15 @@ class NsccWindow:
     def window_bytes(self) -> int:
         return int(self.cwnd) if self.cfg.enabled else self.cfg.initial_cwnd_bytes
 
-    def on_ack(self, now: float, acked_bytes: int, rtt_s: float | None, ce: bool) -> None:
-        """Newly acknowledged bytes, with the ACK's RTT sample (None if it had none)."""
+    def on_ack(self, now: float, acked_bytes: int, rtt_s: float | None, ce: bool,
+               inflight_bytes: int | None = None) -> None:  # fmt: skip
+        """Newly acknowledged bytes, with the ACK's RTT sample (None if it had none) and the
+        bytes that were in flight when it arrived (None: assume the window was in use)."""
         self._achieved += acked_bytes
         if not self.cfg.enabled or rtt_s is None:
             return
+        self._validated = (inflight_bytes is None
+                           or inflight_bytes >= self.cfg.validated_fraction * self.cwnd)  # fmt: skip
         if self.cfg.base_rtt_us <= 0 and (self.base_rtt == 0.0 or rtt_s < self.base_rtt):
             self.base_rtt = rtt_s
         delay = max(0.0, rtt_s - self.base_rtt)
@@ -69,11 +75,15 @@ class NsccWindow:
     # -- reactions -----------------------------------------------------------------------
 
     def _proportional_increase(self, now: float, acked: int, delay: float) -> None:
+        if not self._validated:
+            return
         headroom = (self._target - delay) / self._target if self._target > 0 else 0.0
         self.cwnd += self.cfg.proportional_gain * headroom * acked
         self._fair_increase(now, acked, delay)
 
     def _fair_increase(self, now: float, acked: int, delay: float) -> None:
+        if not self._validated:
+            return
         self.cwnd += self.cfg.fair_increase_bytes * acked / max(self.cwnd, 1.0)
 
     def _multiplicative_decrease(self, now: float, acked: int, delay: float) -> None:

@@ -53,6 +53,11 @@ class CcConfig:
     """Additive increase per window's worth of acknowledged bytes (about per RTT)."""
     proportional_gain: float = 1.0
     """Extra growth per acknowledged byte at zero queuing delay, scaled by the headroom."""
+    validated_fraction: float = 0.5
+    """Window validation (in the spirit of RFC 7661): the window grows only while at least this
+    fraction of it is in flight. A connection that the application keeps below its window
+    would otherwise grow it without bound while nothing tests it, and flood the network with
+    all of it the moment it has more to send (or a plane fails and the rest gets its load)."""
     qa_threshold_us: float = 20_000.0
     """Quick adapt: above this queuing delay the window drops to what was delivered in the
     last window (at most once per base RTT + target)."""
@@ -96,6 +101,15 @@ class MrcConfig:
     """SACK bitmap bits per ACK (PSNs above cum+1)."""
     ack_every_packets: int = 8
     ack_delay_ms: float = 1.0
+    ack_on_reorder: bool = True
+    """ACK a packet that arrives out of order at once (a hint of loss on one path). Where
+    every packet is sprayed reordering is the norm, and the next delayed ACK's SACK bitmap
+    carries the same news: turning this off saves an ACK per sprayed packet."""
+    ack_every_ce: bool = True
+    """Echo every CE-marked packet in its own ACK at once. Off: a mark rides on the next
+    coalesced ACK (which then echoes the marked packet, so the mark keeps its EV; further marks
+    before it are not echoed). On slow links where most packets are marked, an ACK per mark
+    takes a noticeable share of the reverse links."""
     max_recv_buffer_bytes: int = 64 * 1024 * 1024
     """Receive memory per connection: messages being reassembled or waiting for ``recv``."""
     max_send_queue_bytes: int = 64 * 1024 * 1024

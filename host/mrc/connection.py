@@ -70,6 +70,8 @@ class ConnStats:
     losses_rack: int
     losses_rto: int
     losses_nack: int
+    losses_ev_down: int
+    """Packets resent because their EV went ASSUMED_BAD or DENIED while they were in flight."""
     nacks_received: int
     rto_events: int
     packets_received: int
@@ -294,6 +296,7 @@ class ConnectionCore:
 
     def deny(self, ev_id: int, now: float) -> None:
         self.evs.deny(ev_id, now)
+        self.sender.evacuate(ev_id, now)
 
     def allow(self, ev_id: int, now: float) -> None:
         self.evs.allow(ev_id, now)
@@ -325,7 +328,7 @@ class ConnectionCore:
         return ConnStats(self.conn_id, self.peer_host, self.cc.window_bytes, s.srtt * 1e6,
                          s.rto * 1e3, s.inflight_bytes, s.packets_sent, s.retransmits,
                          s.losses[LossCause.RACK], s.losses[LossCause.RTO],
-                         s.losses[LossCause.NACK], s.nacks, s.rto_events, r.packets_received,
+                         s.losses[LossCause.NACK], s.losses[LossCause.EV_DOWN], s.nacks, s.rto_events, r.packets_received,
                          r.duplicates, r.trimmed, r.messages_delivered, r.bytes_delivered,
                          r.buffered_bytes, s.queued_bytes, dict(drops))  # fmt: skip
 

@@ -191,6 +191,11 @@ class EvTable:
     def usable(self) -> list[EvPath]:
         return [p for p in self.paths if p.state is EvState.GOOD]
 
+    def is_usable(self, ev_id: int) -> bool:
+        """Whether ``ev_id`` may carry data now (GOOD)."""
+        p = self.by_id.get(ev_id)
+        return p is not None and p.state is EvState.GOOD
+
     def _rebuild(self, now: float) -> None:
         self._dirty = False
         self._rebuilt_at = now

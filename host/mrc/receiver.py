@@ -170,9 +170,12 @@ class Receiver:
         in_order = p.psn == self.cum
         self._mark(p.psn)
         echo = Reply(PacketType.ACK, flags, p.psn, p.ts_us, p.ev)
-        if ce:
-            self.replies.append(echo)  # one ACK per mark keeps the EV attribution exact
+        if ce and self.cfg.ack_every_ce:
+            self.replies.append(echo)  # an ACK of its own keeps the EV attribution exact
             return
+        held = self.echo
+        if held is not None and held.flags & Flag.CE and not ce:
+            echo = held  # a mark not echoed yet goes on the delayed ACK, with its own EV
         self.ack_pending += 1
         if self.ack_pending >= self.cfg.ack_every_packets:
             # its own ACK, on this packet's EV: a batch's ACKs spread over the paths
@@ -184,7 +187,7 @@ class Receiver:
         self.echo = echo
         if p.flags & Flag.ACK_NOW:
             self.ack_now = self.ack_spread = True
-        elif not in_order:
+        elif not in_order and self.cfg.ack_on_reorder:
             self.ack_now = True
         elif self.ack_due == math.inf:
             self.ack_due = now + self.cfg.ack_delay_ms / 1e3

@@ -8,7 +8,10 @@ PSN. A packet is declared lost by
 * **NACK**: the receiver got it trimmed (congestion: the EV is penalised, not marked bad);
 * **RACK** (time-ordered): a packet sent later has been acknowledged and this packet's EV
   RTT plus a reorder window has passed (a path-failure signal: the EV goes ASSUMED_BAD);
-* **RTO**: nothing acknowledged for the retransmission timeout (doubling per expiry).
+* **RTO**: nothing acknowledged for the retransmission timeout (doubling per expiry);
+* **EV down**: its EV was just marked ASSUMED_BAD (a loss on it) or DENIED (the controller)
+  while the packet was in flight. A failed path loses everything on it, so the rest of its
+  packets go out again on other EVs at once instead of each waiting for its own RACK deadline.
 
 Lost reliable packets are resent on another EV; lost unreliable packets are *abandoned*,
 and a FLOOR datagram tells the receiver not to wait for them. Message completion (every packet
@@ -38,6 +41,7 @@ class LossCause(enum.Enum):
     NACK = "nack"
     RACK = "rack"
     RTO = "rto"
+    EV_DOWN = "ev_down"
 
 
 class OutMessage:
@@ -262,7 +266,7 @@ class Sender:
         if ce:
             self.evs.on_ce(a.echo_ev, now)
         if newly or rtt is not None:
-            self.cc.on_ack(now, acked_bytes, rtt, ce)
+            self.cc.on_ack(now, acked_bytes, rtt, ce, self.inflight_bytes + acked_bytes)
         if newly:
             self.backoff = 0
             self.last_progress = now
@@ -374,8 +378,11 @@ class Sender:
             return
         self.inflight_bytes -= p.length
         self.losses[cause] += 1
-        if cause is not LossCause.NACK:
+        evacuate = False
+        if cause is not LossCause.NACK and cause is not LossCause.EV_DOWN:
+            was_usable = self.evs.is_usable(p.ev)
             self.evs.on_loss(p.ev, now, cause.value)
+            evacuate = was_usable and not self.evs.is_usable(p.ev)
         self._notify(EventKind.LOSS, p.ev, float(p.psn), cause.value)
         self.send_blocked = False
         if p.msg.reliable:
@@ -385,6 +392,16 @@ class Sender:
             p.msg.abandoned += 1
             self.floor_needed = True
             self._maybe_complete(p.msg, now)
+        if evacuate:
+            self.evacuate(p.ev, now)
+
+    def evacuate(self, ev_id: int, now: float) -> int:
+        """Declare lost every packet in flight on ``ev_id`` (it has just stopped carrying
+        data); returns how many."""
+        gone = [q for q in self.flight.values() if q.ev == ev_id]
+        for q in gone:
+            self._declare_lost(q, now, LossCause.EV_DOWN)
+        return len(gone)
 
     # -- completion and the floor ---------------------------------------------------------------
 

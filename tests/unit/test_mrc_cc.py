@@ -84,3 +84,14 @@ def test_disabled_cc_reports_the_fixed_window() -> None:
     w = window(enabled=False)
     w.on_ack(0.0, 1_000, BASE + 0.01, ce=True)
     assert w.window_bytes == 100_000
+
+
+def test_the_window_grows_only_while_it_is_in_use() -> None:
+    used, idle = window(), window()
+    for i in range(50):
+        used.on_ack(i * 1e-3, 10_000, BASE + 0.0001, ce=False, inflight_bytes=90_000)
+        idle.on_ack(i * 1e-3, 10_000, BASE + 0.0001, ce=False, inflight_bytes=20_000)
+    assert used.cwnd > 100_000
+    assert idle.cwnd == 100_000
+    idle.on_ack(0.1, 1_000, BASE + 0.0015, ce=True, inflight_bytes=20_000)
+    assert idle.cwnd < 100_000  # an application-limited window still shrinks on congestion

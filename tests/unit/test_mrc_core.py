@@ -4,6 +4,7 @@ bounded memory and end-to-end digests."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import struct
@@ -15,11 +16,12 @@ import pytest
 from host.linkemu import LinkProfile
 from host.mrc.config import CcConfig, EvPolicy, MrcConfig
 from host.mrc.evs import EvState
-from host.mrc.receiver import digest_of
+from host.mrc.receiver import Receiver, digest_of
 from host.mrc.recorder import EventKind, Recorder
+from host.mrc.sender import LossCause
 from host.mrc.sim import CorePair
 from host.paths import Ev
-from host.wire import DATA_HEADER_BYTES, PacketType, decode, encode_data
+from host.wire import DATA_HEADER_BYTES, DataPacket, Flag, PacketType, decode, encode_data
 
 CFG = MrcConfig(payload_bytes=1000)
 # a 64 KB window over a 1 ms RTT: 64 MB/s, so a few MB take long enough to fail a plane midway
@@ -318,3 +320,76 @@ def test_checksum_of_a_trimmed_header_still_verifies() -> None:
     raw = encode_data(flags=0, ev=0, src_host=0, dst_host=1, conn_id=1, psn=0, msg_id=0,
                       msg_len=10, index=0, ts_us=0, stride=10, digest=bytes(16), payload=b"x" * 10)  # fmt: skip
     assert zlib.crc32(raw[DATA_HEADER_BYTES:]) == struct.unpack_from("!I", raw, DATA_HEADER_BYTES - 4)[0]
+
+
+def test_an_ev_marked_bad_has_all_its_in_flight_packets_resent_at_once() -> None:
+    pair = CorePair(PACED, default=LinkProfile(delay_ms=5.0))
+    msg = os.urandom(60_000)
+    submit(pair, [msg])
+    pair.run(lambda p: len(p.a.sender.flight) >= 20, max_s=1)
+    s = pair.a.sender
+    on_ev = [q for q in s.flight.values() if q.ev == 2]
+    assert len(on_ev) >= 3
+    s._declare_lost(on_ev[0], pair.now, LossCause.RACK)  # the first loss seen on EV 2
+    assert pair.a.evs.by_id[2].state is EvState.ASSUMED_BAD
+    assert not any(q.ev == 2 for q in s.flight.values())
+    assert {q.psn for q in on_ev} <= {q.psn for q in s.pending}
+    assert pair.a.stats().losses_ev_down == len(on_ev) - 1
+    pair.run(all_done(1), max_s=5)
+    assert list(pair.b.receiver.ready) == [msg]
+
+
+def test_a_loss_on_a_penalised_ev_resends_only_that_packet() -> None:
+    # the floor keeps the last GOOD EV usable: its other packets stay in flight
+    cfg = replace(PACED, ev=replace(PACED.ev, min_active=4))
+    pair = CorePair(cfg, default=LinkProfile(delay_ms=5.0))
+    submit(pair, [os.urandom(60_000)])
+    pair.run(lambda p: len(p.a.sender.flight) >= 20, max_s=1)
+    s = pair.a.sender
+    on_ev = [q for q in s.flight.values() if q.ev == 1]
+    s._declare_lost(on_ev[0], pair.now, LossCause.RACK)
+    assert pair.a.evs.by_id[1].state is EvState.GOOD
+    assert [q.psn for q in s.flight.values() if q.ev == 1] == [q.psn for q in on_ev[1:]]
+    assert pair.a.stats().losses_ev_down == 0
+
+
+def test_denying_an_ev_resends_what_it_carried() -> None:
+    pair = CorePair(PACED, default=LinkProfile(delay_ms=5.0))
+    msg = os.urandom(60_000)
+    submit(pair, [msg])
+    pair.run(lambda p: len(p.a.sender.flight) >= 20, max_s=1)
+    n = sum(1 for q in pair.a.sender.flight.values() if q.ev == 0)
+    assert n
+    pair.a.deny(0, pair.now)
+    assert not any(q.ev == 0 for q in pair.a.sender.flight.values())
+    assert pair.a.stats().losses_ev_down == n
+    pair.run(all_done(1), max_s=5)
+    assert list(pair.b.receiver.ready) == [msg]
+
+
+def _data(psn: int, ev: int, payload: bytes, msg: bytes) -> DataPacket:
+    return DataPacket(flags=0, ev=ev, src_host=1, dst_host=2, conn_id=7, psn=psn, msg_id=0,
+                      msg_len=len(msg), index=psn, ts_us=1000 + psn, stride=len(payload),
+                      digest=digest_of(msg), payload=payload)  # fmt: skip
+
+
+def test_reordered_packets_get_an_ack_at_once_only_when_configured() -> None:
+    msg = os.urandom(400)
+    for ack_on_reorder in (True, False):
+        r = Receiver(replace(CFG, ack_on_reorder=ack_on_reorder))
+        r.on_data(_data(1, 0, msg[100:200], msg), False, 0.0)  # PSN 0 not here yet
+        assert r.ack_now is ack_on_reorder
+        assert r.ack_due == (math.inf if ack_on_reorder else CFG.ack_delay_ms / 1e3)
+
+
+def test_coalesced_ce_marks_ride_on_the_delayed_ack_with_their_ev() -> None:
+    msg = os.urandom(400)
+    every = Receiver(CFG)
+    every.on_data(_data(0, 3, msg[:100], msg), True, 0.0)
+    assert [(x.echo_ev, bool(x.flags & Flag.CE)) for x in every.replies] == [(3, True)]
+    r = Receiver(replace(CFG, ack_every_ce=False))
+    r.on_data(_data(0, 3, msg[:100], msg), True, 0.0)
+    r.on_data(_data(1, 1, msg[100:200], msg), False, 0.0001)
+    assert not r.replies and not r.ack_now
+    echo, _spread = r.take_ack()
+    assert (echo.echo_ev, echo.echo_psn, bool(echo.flags & Flag.CE)) == (3, 0, True)
