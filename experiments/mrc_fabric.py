@@ -67,7 +67,6 @@ class FabricParams:
         return self.link_mbps * PAYLOAD_EFFICIENCY
 
 
-@contextlib.contextmanager
 def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
     """The command-line options every fabric experiment shares (defaults from ``d``)."""
     ap.add_argument("--link-mbps", type=float, default=d.link_mbps)
@@ -78,6 +77,7 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
                     help="wait this long for another fabric on the machine to stop")  # fmt: skip
 
 
+@contextlib.contextmanager
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
     """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN threshold set."""
     with fabric_run.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
