@@ -1,6 +1,6 @@
 """``make exp-collisions``: N simultaneous flows across the fabric, MRC vs single-path ECMP.
 
-``python -m experiments.collisions [--link-mbps 0.5] [--trials 2]`` brings up the default
+``python -m experiments.collisions [--link-mbps 2] [--trials 2]`` brings up the default
 fabric (2 planes x (2 leaves + 2 spines), 2 hosts per leaf) and runs one flow from every host
 to every host on the other leaf: 8 flows, each host sending two and receiving two, every flow
 crossing a spine. Every flow keeps ``--depth`` messages of ``--msg-bytes`` outstanding for
@@ -22,8 +22,9 @@ P x S uplinks carry as much, so the fabric can deliver ``hosts x P x link_mbps``
 pattern, ``link_mbps`` per flow. Goodput (message bytes) can reach at most
 ``PAYLOAD_EFFICIENCY`` of that (the DATA headers); ``capacity_fraction`` is goodput over that
 goodput capacity and ``wire_fraction`` over the raw link rate. The default link rate is low
-because every backlogged port of a software switch costs CPU (see the README); at 0.5 Mbit/s
-the eight switches and four hosts fit in two cores.
+because every packet through a software switch costs CPU (see the README); at 2 Mbit/s
+(about 165 full packets per second per link) the eight switches and four hosts fit in two
+cores.
 
 Outputs: ``flow_collisions.csv`` (per transport, window control, trial and flow, plus a row
 ``all`` per trial: throughput, planes used, message completion-time percentiles),
@@ -75,7 +76,7 @@ SUMMARY_HEADER = ("transport", "cc", "trials", "flows", "link_mbps", "capacity_m
 
 @dataclass(frozen=True)
 class CollisionParams:
-    fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=0.5, ecn_packets=8))
+    fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=2.0, ecn_packets=8))
     msg_bytes: int = 32768
     depth: int = 8
     duration_s: float = 30.0
@@ -83,9 +84,10 @@ class CollisionParams:
     trials: int = 2
     sample_ms: float = 50.0
     cc_modes: tuple[str, ...] = CC_MODES
-    fixed_window_packets: int = 14
-    """``fixed``: about the bandwidth-delay product of a flow's fair share plus a few packets
-    of queue per path (the emulated RTT is a handful of packet times)."""
+    fixed_window_packets: int = 28
+    """``fixed``: a flow's fair share times its RTT under load (three switch queues plus the
+    receiver's ACK delay, about 20 packet times), with a few packets to spare: less, and
+    queues run empty for want of window rather than of path choice."""
     transports: tuple[str, ...] = TRANSPORTS
     out: str = "results/flow_collisions.csv"
     plain_cc: bool = False

@@ -7,9 +7,11 @@ import pathlib
 import pytest
 
 from experiments import collisions, failover
-from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, percentile
+from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, FabricParams, own_fabric, percentile
 from host.errors import FabricNotRunning
 from host.fabric_run import (
+    BASE_RTT_PACKETS,
+    RTO_INITIAL_PACKETS,
     TARGET_QDELAY_PACKETS,
     RecvRow,
     RunSpec,
@@ -41,6 +43,21 @@ def test_emulated_config_scales_the_window_thresholds_with_the_link_rate() -> No
     assert packet_time_us(5.0) == pytest.approx(1516 * 8 / 5.0)
     assert fast.target_qdelay_us == fabric_config().cc.target_qdelay_us
     assert fast.qa_threshold_us == fabric_config().cc.qa_threshold_us
+
+
+def test_emulated_config_sizes_timers_in_packet_times_and_coalesces_sprayed_acks() -> None:
+    cfg = emulated_fabric_config(0.5)
+    pkt_ms = packet_time_us(0.5) / 1e3
+    assert cfg.rto_initial_ms == pytest.approx(RTO_INITIAL_PACKETS * pkt_ms)
+    assert cfg.cc.base_rtt_us == pytest.approx(BASE_RTT_PACKETS * pkt_ms * 1e3)
+    assert not cfg.ack_on_reorder and not cfg.ack_every_ce
+    assert fabric_config().ack_on_reorder and fabric_config().ack_every_ce
+    assert emulated_fabric_config(1000.0).rto_initial_ms == fabric_config().rto_initial_ms
+
+
+def test_experiments_own_their_fabric_through_a_context_manager() -> None:
+    cm = own_fabric(FabricParams())  # not entered: nothing is brought up
+    assert hasattr(cm, "__enter__") and hasattr(cm, "__exit__")
 
 
 def test_receiver_counts_missing_sequence_numbers_per_flow() -> None:
