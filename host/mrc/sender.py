@@ -125,6 +125,7 @@ class Sender:
         self.inflight_bytes = 0
         self.rack_seq = -1  # the latest transmission acknowledged (RACK), in send order
         self.ev_rack_seq: dict[int, int] = {}  # the same per EV
+        self.rack_rtt = 0.0  # the RTT of that transmission (RACK's rack.rtt)
         self.xmit_count = 0
         self.rack_deadline = math.inf
         self.srtt = 0.0
@@ -247,6 +248,8 @@ class Sender:
             acked_bytes += p.length
             if p.xmit_seq > self.rack_seq:
                 self.rack_seq = p.xmit_seq
+                if p.tx_count == 1:  # a retransmission's RTT is ambiguous
+                    self.rack_rtt = now - p.xmit
             if p.xmit_seq > self.ev_rack_seq.get(p.ev, -1):
                 self.ev_rack_seq[p.ev] = p.xmit_seq
             self.evs.on_acked(p.ev, p.length)
@@ -333,7 +336,8 @@ class Sender:
         its EV's smoothed RTT plus a window has passed: the reorder window when a later packet
         *on the same EV* was acknowledged (a path is FIFO, so that is evidence of loss), a
         path timeout (RTT + 4 deviations, at least one RTT) when only other EVs delivered
-        (different paths have different queues). Arms ``rack_deadline`` for the others."""
+        (different paths have different queues); there the RTT is at least that of the latest
+        transmission acknowledged, so a queue building everywhere is not taken for a loss. Arms ``rack_deadline`` for the others."""
         self.rack_deadline = math.inf
         if self.rack_seq < 0:
             return
@@ -348,7 +352,9 @@ class Sender:
             if ev_rack.get(p.ev, -1) > p.xmit_seq:
                 deadline = p.xmit + srtt + max(reo_min, srtt / 4, 2 * var)
             else:
-                deadline = p.xmit + srtt + max(4 * var, srtt) + reo_min
+                # the packet that overtook this one took rack_rtt: when queues grow fast (a
+                # failed plane's load arriving), that is ahead of this EV's smoothed RTT
+                deadline = p.xmit + max(srtt, self.rack_rtt) + max(4 * var, srtt) + reo_min
             if now >= deadline:
                 lost.append(p)
             elif deadline < self.rack_deadline:

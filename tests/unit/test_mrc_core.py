@@ -393,3 +393,23 @@ def test_coalesced_ce_marks_ride_on_the_delayed_ack_with_their_ev() -> None:
     assert not r.replies and not r.ack_now
     echo, _spread = r.take_ack()
     assert (echo.echo_ev, echo.echo_psn, bool(echo.flags & Flag.CE)) == (3, 0, True)
+
+
+def test_a_packet_overtaken_on_another_ev_waits_at_least_the_overtaking_rtt() -> None:
+    # Queues building on every path at once (a failed plane's load arriving): a packet on
+    # EV 1 is overtaken by a later one on EV 0 that took 12 ms, far above EV 1's smoothed
+    # 2 ms. Lost only once the 12 ms (plus the path margin) have passed, not after ~5 ms.
+    cfg = replace(PACED, ack_every_packets=1)  # an RTT sample on every EV
+    pair = CorePair(cfg, default=LinkProfile(delay_ms=1.0))
+    submit(pair, [os.urandom(200_000)])
+    pair.run(lambda p: all(e.srtt > 0 for e in p.a.evs.paths) and len(p.a.sender.flight) > 8,
+             max_s=1)  # fmt: skip
+    s = pair.a.sender
+    x = next(q for q in s.flight.values() if q.ev == 1)
+    y = next(q for q in s.flight.values() if q.ev != 1 and q.xmit_seq > x.xmit_seq)
+    s.rack_seq, s.rack_rtt = y.xmit_seq, 0.012
+    s.ev_rack_seq = {ev: seq for ev, seq in s.ev_rack_seq.items() if seq < x.xmit_seq}
+    s.detect_losses(x.xmit + 0.008)
+    assert x.psn in s.flight
+    s.detect_losses(x.xmit + 0.012 + 2 * pair.a.evs.by_id[1].srtt + 0.002)
+    assert x.psn not in s.flight
