@@ -133,6 +133,8 @@ class FabricController:
             with contextlib.suppress(OSError):  # push_pipeline reports a missing file
                 self.cookie = pipeline_cookie(self.p4info, self.config_path.read_bytes())
         self.timings_s: dict[str, float] = {}
+        self.last_sync = SyncResult()
+        """What the latest successful :meth:`apply` wrote (and when its first write returned)."""
         self.lock = threading.RLock()
         self._trusted: set[str] = set()  # sessions whose mirror is known to match the switch
         self._expiry: threading.Timer | None = None
@@ -283,6 +285,7 @@ class FabricController:
                     pass
                 raise
             self.conditions = conditions
+            self.last_sync = result
             self._save_conditions()
             self._schedule_expiry()
             return result

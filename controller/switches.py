@@ -13,6 +13,7 @@ without details, is read back from the switch; the error is raised either way.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,10 +49,14 @@ class SyncResult:
     inserted: int = 0
     modified: int = 0
     deleted: int = 0
+    first_write_done: float | None = None
+    """``time.monotonic()`` when the first Write of the sync returned: by then a switch had
+    applied part of the change (None: nothing was written)."""
 
     def __add__(self, other: SyncResult) -> SyncResult:
+        firsts = [t for t in (self.first_write_done, other.first_write_done) if t is not None]
         return SyncResult(self.inserted + other.inserted, self.modified + other.modified,
-                          self.deleted + other.deleted)  # fmt: skip
+                          self.deleted + other.deleted, min(firsts, default=None))  # fmt: skip
 
     @property
     def total(self) -> int:
@@ -138,11 +143,14 @@ class SwitchSession:
         if not d:
             return SyncResult()
         schema = self.need_schema()
+        first: float | None = None
         for kind, entities in write_plan(d):
             for start in range(0, len(entities), self.config.write_batch):
                 chunk = entities[start:start + self.config.write_batch]
                 self._write(schema, kind, chunk)
-        return SyncResult(len(d.inserts), len(d.modifies), len(d.deletes))
+                if first is None:
+                    first = time.monotonic()
+        return SyncResult(len(d.inserts), len(d.modifies), len(d.deletes), first)
 
     def _write(self, schema: Schema, kind: int, chunk: Sequence[Entity]) -> None:
         updates = [update(kind, schema.encode(e)) for e in chunk]

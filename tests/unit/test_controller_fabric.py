@@ -116,8 +116,11 @@ def test_installed_routes_read_back_as_computed_and_give_all_paths(ctl: FabricCo
 
 
 def test_fail_plane_marks_exactly_its_ports_and_restore_clears_them(ctl: FabricController) -> None:
+    t0 = time.monotonic()
     out = ctl.run_command(["fail", "plane", "1"])
     assert "plane 1 failed" in out
+    first = ctl.last_sync.first_write_done  # when the first switch had part of it applied
+    assert first is not None and t0 < first < time.monotonic() and ctl.last_sync.total > 0
     plane1 = {(s.name, p) for s in ctl.fabric.switches if s.plane == 1 for p in s.ports}
     assert port_state(ctl) == plane1
     report = ctl.check_paths()
