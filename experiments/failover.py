@@ -7,14 +7,16 @@ h3 (P links) with MRC and then with the single-path baseline (which can carry at
 plane's worth), and fails one plane through the controller (``fail plane N``) half-way through each
 run. MRC fails plane 1; the single path fails the plane its connection sent on in the last
 50 ms (the sender reports it; a spurious RTO may have re-hashed it since the start), so that
-the baseline is hit at all. Both use ``fabric_config()`` (the
-same RTO estimator, 10 ms minimum); the single path re-hashes to the other plane after an RTO.
+the baseline is hit at all. Both use the same transport settings
+(``host.fabric_run.emulated_fabric_config``: the same RTO estimator, 10 ms minimum); the single
+path re-hashes to the other plane after an RTO.
 
 Outputs:
 
 * ``plane_failure.csv``: per transport, every ``--bin-ms`` from 1 s before the failure to the
   end of the run, per EV: its state, its goodput in the bin, and the connection's goodput (bin
-  and trailing ``--window-ms``), time relative to the start of the ``fail plane`` command;
+  and over ``--window-ms`` centred on the time), time relative to the start of the
+  ``fail plane`` command;
 * ``plane_failure_summary.csv``: per transport, goodput before and after, the (P-1)/P
   threshold, the recovery time, the longest stall, when the failed plane's EVs were marked
   ASSUMED_BAD (MRC) or the RTO fired (single path), messages sent / delivered / lost;
@@ -22,20 +24,32 @@ Outputs:
 
 Every transport runs ``--runs`` times (alternating), each with a fresh connection.
 
-Goodput is message bytes acknowledged (the sender's per-EV ``bytes_acked`` samples every
-``--sample-ms``), in Mbit/s. Time 0 is the start of the ``fail plane`` command (the controller
-computes the new tables, then writes them to the plane's switches in parallel, so the plane
-goes down somewhere before the command returns: ``fail_command_ms`` later; ``*_after_command``
-columns count from then). Recovery time: once the trailing-``window_ms`` goodput has fallen
-below (P-1)/P of the pre-failure goodput (the mean over the second before the failure), the
-first instant at which it is back above and stays above on average for ``hold_ms``; 0 when
-it did not fall below within ``dip_within_ms`` (200 ms).
+Goodput is message bytes delivered to the receiving application (in order, from the
+receiver's CSV), in Mbit/s; an EV's goodput is the bytes acknowledged on it (the sender's
+per-EV ``bytes_acked`` samples every ``--sample-ms``). Delivered bytes are used for the
+connection because ACKs are coalesced (every 8 packets or 4 packet times), which makes
+acknowledged bytes arrive in lumps that a 25 ms window turns into false dips.
+
+Time 0 is the start of the ``fail plane`` command (the controller computes the new tables,
+then writes them to the plane's switches in parallel, so the plane goes down somewhere before
+the command returns: ``fail_command_ms`` later; ``*_after_command`` columns count from then).
+``fail_applied_ms`` is when the command's first switch write returned: a switch of the plane
+had applied part of the failure by then at the latest (a write can take long to answer on a
+loaded machine), so ``recovery_ms`` is an upper bound of the recovery time and
+``recovery_after_applied_ms`` a lower one.
+
+Recovery time: once the goodput over ``window_ms`` (centred on the time: a trailing window
+reports every change half a window late) has fallen below (P-1)/P of the pre-failure goodput
+(the mean over the second before the failure), the first instant at which it is back above
+and stays above on average for ``hold_ms``; 0 when it did not fall below within
+``dip_within_ms`` (200 ms).
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import pathlib
 import sys
 import time
@@ -64,9 +78,10 @@ REPORT_BEFORE_S = 0.2
 SERIES_HEADER = ("transport", "run", "failed_plane", "t_ms", "ev", "plane", "spine", "ev_state",
                  "ev_goodput_mbps", "goodput_mbps", "goodput_window_mbps",
                  "delivered_messages")  # fmt: skip
-SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command_ms", "msg_bytes",
+SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command_ms",
+                  "fail_applied_ms", "msg_bytes",
                   "offered_mbps", "pre_goodput_mbps", "post_goodput_mbps", "threshold_mbps", "recovery_ms",
-                  "recovery_after_command_ms",
+                  "recovery_after_applied_ms", "recovery_after_command_ms",
                   "longest_stall_ms", "longest_delivery_gap_ms", "first_assumed_bad_ms",
                   "first_rto_ms", "rto_events", "messages_sent", "messages_delivered",
                   "messages_lost", "out_of_order", "load_1m")  # fmt: skip
@@ -77,7 +92,7 @@ class FailoverParams:
     fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=5.0, ecn_packets=8))
     src: str = "h1"
     dst: str = "h3"
-    msg_bytes: int = 16384
+    msg_bytes: int = 4096
     depth: int = 32
     load_fraction: float = 0.75
     """Offered load: this fraction of the goodput capacity of the P planes into ``dst``, so
@@ -89,13 +104,13 @@ class FailoverParams:
     mrc_plane: int = 1
     sample_ms: float = 1.0
     bin_ms: float = 5.0
-    window_ms: float = 20.0
+    window_ms: float = 25.0
     hold_ms: float = 100.0
     dip_within_ms: float = 200.0
     """Only a fall below the threshold that starts this soon after the failure counts (later
     dips are congestion on the remaining planes, which the stream may now overload)."""
     transports: tuple[str, ...] = TRANSPORTS
-    runs: int = 3
+    runs: int = 5
     """Each transport's run is repeated this often (the plot shows the first)."""
     out: str = "results/plane_failure.csv"
     plain_cc: bool = False
@@ -123,6 +138,9 @@ class RunRecord:
     failed_plane: int
     fail_t0: float
     fail_t1: float
+    fail_applied: float
+    """When the first switch write of the command returned: part of the failure was in effect
+    by then at the latest."""
     out_dir: pathlib.Path
     load: float
     errors: list[str]
@@ -156,6 +174,7 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
             t0 = time.monotonic()
             ctl.run_command(["fail", "plane", str(plane)])
             t1 = time.monotonic()
+            applied = ctl.last_sync.first_write_done
             load = load_1m()
             procs[p.src].wait_event("sent", p.duration_s + 60)
         finally:
@@ -163,7 +182,8 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
             if up.controller is not None:
                 up.controller.run_command(["restore", "all"])
     errors = [f"{h}: {e}" for h, d in done.items() for e in d.get("errors", [])]
-    return RunRecord(transport, run, plane, t0, t1, out_dir, load, errors)
+    return RunRecord(transport, run, plane, t0, t1, t1 if applied is None else applied, out_dir,
+                     load, errors)  # fmt: skip
 
 
 # -- analysis ---------------------------------------------------------------------------------
@@ -206,29 +226,34 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     t0 = rec.fail_t0
     spines = {i: path.spine for i, path in enumerate(fabric.paths(p.src, p.dst))}
 
-    def total(t: float) -> int:
-        return sum(s.at(t)[0] for s in evs.values())
+    delivered_at = sorted((float(r["recv_t_s"]), int(r["msg_bytes"])) for r in recv)
+    recv_times = [t for t, _n in delivered_at]
+    recv_cum = list(itertools.accumulate(n for _t, n in delivered_at))
 
-    recv_times = sorted(float(r["recv_t_s"]) for r in recv)
+    def delivered(t: float) -> int:
+        """Message bytes the receiving application had by ``t``."""
+        i = bisect.bisect_right(recv_times, t)
+        return recv_cum[i - 1] if i else 0
+
     end = max(s.times[-1] for s in evs.values())
     bin_s, win_s = p.bin_ms / 1e3, p.window_ms / 1e3
     grid = [t0 - 1.0 + i * bin_s for i in range(int((end - (t0 - 1.0)) / bin_s) + 1)]
     rows: list[tuple[object, ...]] = []
-    window: list[tuple[float, float]] = []  # (t, trailing-window goodput)
+    window: list[tuple[float, float]] = []  # (t, goodput over the window centred on t)
     for t in grid:
-        tot = _mbps(total(t) - total(t - bin_s), bin_s)
-        win = _mbps(total(t) - total(t - win_s), win_s)
+        tot = _mbps(delivered(t) - delivered(t - bin_s), bin_s)
+        win = _mbps(delivered(t + win_s / 2) - delivered(t - win_s / 2), win_s)
         window.append((t, win))
-        delivered = bisect.bisect_right(recv_times, t)
+        n_delivered = bisect.bisect_right(recv_times, t)
         for ev, s in sorted(evs.items()):
             cum, state = s.at(t)
             ev_gp = _mbps(cum - s.at(t - bin_s)[0], bin_s)
             rows.append((rec.transport, rec.run, rec.failed_plane, round((t - t0) * 1e3, 1), ev, s.plane,
                          spines.get(ev, -1) if rec.transport == "mrc" else -1, state,
-                         round(ev_gp, 3), round(tot, 3), round(win, 3), delivered))  # fmt: skip
-    pre = _mbps(total(t0) - total(t0 - 1.0), 1.0)
+                         round(ev_gp, 3), round(tot, 3), round(win, 3), n_delivered))  # fmt: skip
+    pre = _mbps(delivered(t0) - delivered(t0 - 1.0), 1.0)
     post_from, post_to = t0 + 0.5, min(end, t0 + 1.5)
-    post = _mbps(total(post_to) - total(post_from), post_to - post_from)
+    post = _mbps(delivered(post_to) - delivered(post_from), post_to - post_from)
     planes = fabric.spec.planes
     threshold = pre * (planes - 1) / planes
     recovery = _recovery_s(window, t0, threshold, p.hold_ms / 1e3, p.dip_within_ms / 1e3)
@@ -242,10 +267,12 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     seqs = {(r["flow"], int(r["seq"])) for r in recv}
     lost = sum(1 for r in sent if (r["flow"], int(r["seq"])) not in seqs)
     summary = (rec.transport, rec.run, fabric.spec.link_mbps, rec.failed_plane,
-               round((rec.fail_t1 - rec.fail_t0) * 1e3, 1), p.msg_bytes,
+               round((rec.fail_t1 - rec.fail_t0) * 1e3, 1),
+               round((rec.fail_applied - rec.fail_t0) * 1e3, 1), p.msg_bytes,
                round(p.load_fraction * planes * p.fabric.goodput_capacity_mbps, 3), round(pre, 3),
                round(post, 3), round(threshold, 3),
                "" if recovery is None else round(recovery * 1e3, 1),
+               "" if recovery is None else round(max(0.0, recovery - (rec.fail_applied - t0)) * 1e3, 1),
                "" if recovery is None else round(max(0.0, recovery - (t1 - t0)) * 1e3, 1),
                round(stall * 1e3, 1),
                round(gap * 1e3, 1), round((bad[0] - t0) * 1e3, 1) if bad else "",
@@ -273,9 +300,9 @@ def _longest_gap(times: Sequence[float]) -> float:
 
 def _recovery_s(window: list[tuple[float, float]], t0: float, threshold: float, hold_s: float,
                 horizon_s: float = 0.2) -> float | None:  # fmt: skip
-    """Seconds from ``t0`` until the trailing-window goodput is back at or above ``threshold``.
+    """Seconds from ``t0`` until the windowed goodput is back at or above ``threshold``.
 
-    ``window`` holds (time, trailing goodput). 0 when it does not fall below the threshold
+    ``window`` holds (time, windowed goodput). 0 when it does not fall below the threshold
     within ``horizon_s``; else the first time after it fell below at which it is back above
     and its mean over the next ``hold_s`` is too (a single noisy window does not count);
     None when that never happens.
@@ -314,7 +341,7 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
         first_ev = mine[0]["ev"]
         ts = [float(r["t_ms"]) for r in mine if r["ev"] == first_ev]
         ax.plot(ts, [float(r["goodput_window_mbps"]) for r in mine if r["ev"] == first_ev],
-                color="black", label="connection (trailing window)")  # fmt: skip
+                color="black", label="connection (centred window)")  # fmt: skip
         per_plane: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         for r in mine:
             per_plane[r["plane"]][float(r["t_ms"])] += float(r["ev_goodput_mbps"])
