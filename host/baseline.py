@@ -27,6 +27,7 @@ from host.errors import (
     ConnectionClosed,
     ConnectionFailed,
     MessageTooLarge,
+    PeerClosed,
     RouteError,
     TransportError,
     TransportTimeout,
@@ -88,14 +89,19 @@ def _parse(head: bytes, max_len: int) -> tuple[int, int, int, int, bytes]:
     return kind, host, msg_id, length, digest
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes:
+def _read_exact(sock: socket.socket, n: int, *, frame_start: bool = False) -> bytes:
+    """``n`` bytes. The peer closing before the first byte of a frame is an orderly end
+    (:class:`PeerClosed`); anywhere else it cut a frame short."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
         k = sock.recv_into(view[got:])
         if k == 0:
-            raise ConnectionClosed("peer closed the TCP connection")
+            if frame_start and got == 0:
+                raise PeerClosed("peer closed the TCP connection")
+            raise ConnectionClosed(f"peer closed the TCP connection in the middle of a frame "
+                                   f"({got} of {n} bytes)")  # fmt: skip
         got += k
     return bytes(buf)
 
@@ -166,8 +172,8 @@ class TcpConnection:
     def _read_loop(self) -> None:
         try:
             while True:
-                kind, _host, msg_id, length, digest = _parse(_read_exact(self._sock, FRAME_BYTES),
-                                                             self._max_msg)  # fmt: skip
+                head = _read_exact(self._sock, FRAME_BYTES, frame_start=True)
+                kind, _host, msg_id, length, digest = _parse(head, self._max_msg)
                 if kind == ACK:
                     self._acked(msg_id)
                     continue

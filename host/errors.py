@@ -11,6 +11,11 @@ class ConnectionClosed(TransportError):
     """The connection (or its endpoint) was closed while an operation was pending."""
 
 
+class PeerClosed(ConnectionClosed):
+    """The peer closed the connection after its last complete message: an orderly end of the
+    stream (TCP baseline), not a failure."""
+
+
 class ConnectionFailed(TransportError):
     """The peer stopped answering, or delivered data that failed its end-to-end digest."""
 

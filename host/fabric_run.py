@@ -54,7 +54,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from host.api import MessageConnection, SendHandleLike
 from host.baseline import TcpEndpoint, single_path_config
-from host.errors import FabricNotRunning, TransportError, TransportTimeout
+from host.errors import FabricNotRunning, PeerClosed, TransportError, TransportTimeout
 from host.mrc.config import FABRIC_PAYLOAD_BYTES, MrcConfig, fabric_config
 from host.mrc.endpoint import Endpoint
 from host.mrc.recorder import Recorder
@@ -364,6 +364,8 @@ def _receive(shared: _Shared, conn: MessageConnection, flow: str) -> None:
             msg = conn.recv(timeout=0.2)
         except TransportTimeout:
             continue
+        except PeerClosed:
+            break  # the sender finished first (TCP): the end of the stream
         except TransportError as e:
             if not shared.stop.is_set():
                 shared.errors.append(f"{flow}: {e}")

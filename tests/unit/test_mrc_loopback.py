@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from host.baseline import TcpEndpoint, single_path_config
-from host.errors import ConnectionClosed, RouteError, TransportError
+from host.errors import ConnectionClosed, PeerClosed, RouteError, TransportError
 from host.mrc.config import loopback_config
 from host.mrc.endpoint import Endpoint
 from host.network import UdpNetwork
@@ -89,3 +89,17 @@ def test_tcp_baseline_has_the_same_api_on_loopback() -> None:
         conn.close()
         with pytest.raises(ConnectionClosed):
             conn.recv(timeout=1)
+        with pytest.raises(PeerClosed):  # closed between messages: the end of the stream
+            peer.recv(timeout=5)  # type: ignore[attr-defined]
+
+
+def test_tcp_peer_closing_in_the_middle_of_a_frame_is_not_an_orderly_end() -> None:
+    with TcpEndpoint(1) as server, TcpEndpoint(0, peers={1: server.address}) as client:
+        conn = client.connect(1)
+        peer = server.accept(timeout=5)
+        conn._sock.sendall(b"\x74\x54\x01")  # the start of a frame header, then close
+        conn._sock.shutdown(socket.SHUT_RDWR)
+        with pytest.raises(ConnectionClosed, match="middle of a frame") as err:
+            peer.recv(timeout=5)
+        assert not isinstance(err.value, PeerClosed)
+        conn.close()
