@@ -21,7 +21,16 @@ from host.mrc.recorder import EventKind, Recorder
 from host.mrc.sender import LossCause
 from host.mrc.sim import CorePair
 from host.paths import Ev
-from host.wire import DATA_HEADER_BYTES, DataPacket, Flag, PacketType, decode, encode_data
+from host.wire import (
+    DATA_HEADER_BYTES,
+    NO_EV,
+    AckPacket,
+    DataPacket,
+    Flag,
+    PacketType,
+    decode,
+    encode_data,
+)
 
 CFG = MrcConfig(payload_bytes=1000)
 # a 64 KB window over a 1 ms RTT: 64 MB/s, so a few MB take long enough to fail a plane midway
@@ -413,3 +422,26 @@ def test_a_packet_overtaken_on_another_ev_waits_at_least_the_overtaking_rtt() ->
     assert x.psn in s.flight
     s.detect_losses(x.xmit + 0.012 + 2 * pair.a.evs.by_id[1].srtt + 0.002)
     assert x.psn not in s.flight
+
+
+def test_an_ack_of_the_original_does_not_count_as_the_resends_for_rack() -> None:
+    # EV 2 goes bad; its packet x had in fact arrived and is resent on EV 0. The ACK of the
+    # original comes back sooner than any RTT: EV 0 must not look as if x overtook its
+    # earlier packets (RACK would declare them all lost).
+    pair = CorePair(PACED, default=LinkProfile(delay_ms=5.0))
+    submit(pair, [os.urandom(200_000)])
+    pair.run(lambda p: p.a.sender.min_rtt < 1 and len(p.a.sender.flight) >= 20, max_s=1)
+    s, now = pair.a.sender, pair.now
+    x = next(q for q in s.flight.values() if q.ev == 2)
+    s._declare_lost(x, now, LossCause.RACK)
+    s.pending.remove(x)
+    s.on_transmitted(x, 0, 0, now)
+    before = dict(s.ev_rack_seq), s.rack_seq
+    bit = x.psn - s.una - 1
+    ack = AckPacket(PacketType.ACK, 0, 2, 1, 0, 7, s.una, 1 << 30, NO_EV, 0, NO_EV, 0,
+                    1 << bit if bit >= 0 else 0, 2048)  # fmt: skip
+    if bit < 0:
+        ack = replace(ack, cum=x.psn + 1)
+    s.on_ack(ack, now + 0.001, 0)
+    assert x.psn not in s.unacked
+    assert (dict(s.ev_rack_seq), s.rack_seq) == before
