@@ -49,14 +49,20 @@ class SyncResult:
     inserted: int = 0
     modified: int = 0
     deleted: int = 0
+    first_write_sent: float | None = None
+    """``time.monotonic()`` when the sync's first Write was sent: nothing had changed before
+    (None: nothing was written)."""
     first_write_done: float | None = None
-    """``time.monotonic()`` when the first Write of the sync returned: by then a switch had
-    applied part of the change (None: nothing was written)."""
+    """When the first Write returned: a switch had applied part of the change by then."""
 
     def __add__(self, other: SyncResult) -> SyncResult:
-        firsts = [t for t in (self.first_write_done, other.first_write_done) if t is not None]
+        def first(a: float | None, b: float | None) -> float | None:
+            return b if a is None else a if b is None else min(a, b)
+
         return SyncResult(self.inserted + other.inserted, self.modified + other.modified,
-                          self.deleted + other.deleted, min(firsts, default=None))  # fmt: skip
+                          self.deleted + other.deleted,
+                          first(self.first_write_sent, other.first_write_sent),
+                          first(self.first_write_done, other.first_write_done))  # fmt: skip
 
     @property
     def total(self) -> int:
@@ -143,14 +149,17 @@ class SwitchSession:
         if not d:
             return SyncResult()
         schema = self.need_schema()
-        first: float | None = None
+        sent: float | None = None
+        done: float | None = None
         for kind, entities in write_plan(d):
             for start in range(0, len(entities), self.config.write_batch):
                 chunk = entities[start:start + self.config.write_batch]
+                if sent is None:
+                    sent = time.monotonic()
                 self._write(schema, kind, chunk)
-                if first is None:
-                    first = time.monotonic()
-        return SyncResult(len(d.inserts), len(d.modifies), len(d.deletes), first)
+                if done is None:
+                    done = time.monotonic()
+        return SyncResult(len(d.inserts), len(d.modifies), len(d.deletes), sent, done)
 
     def _write(self, schema: Schema, kind: int, chunk: Sequence[Entity]) -> None:
         updates = [update(kind, schema.encode(e)) for e in chunk]

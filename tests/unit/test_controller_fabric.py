@@ -119,8 +119,9 @@ def test_fail_plane_marks_exactly_its_ports_and_restore_clears_them(ctl: FabricC
     t0 = time.monotonic()
     out = ctl.run_command(["fail", "plane", "1"])
     assert "plane 1 failed" in out
-    first = ctl.last_sync.first_write_done  # when the first switch had part of it applied
-    assert first is not None and t0 < first < time.monotonic() and ctl.last_sync.total > 0
+    sent, done = ctl.last_sync.first_write_sent, ctl.last_sync.first_write_done
+    assert sent is not None and done is not None  # the plane went down between the two
+    assert t0 < sent < done < time.monotonic() and ctl.last_sync.total > 0
     plane1 = {(s.name, p) for s in ctl.fabric.switches if s.plane == 1 for p in s.ports}
     assert port_state(ctl) == plane1
     report = ctl.check_paths()
