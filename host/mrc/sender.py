@@ -126,7 +126,6 @@ class Sender:
         self.rack_seq = -1  # the latest transmission acknowledged (RACK), in send order
         self.ev_rack_seq: dict[int, int] = {}  # the same per EV
         self.rack_rtt = 0.0  # the RTT of that transmission (RACK's rack.rtt)
-        self.min_rtt = math.inf  # the smallest RTT sample
         self.xmit_count = 0
         self.rack_deadline = math.inf
         self.srtt = 0.0
@@ -247,12 +246,12 @@ class Sender:
             if self.flight.pop(p.psn, None) is not None:
                 self.inflight_bytes -= p.length
             acked_bytes += p.length
-            # RACK advances only on an acknowledgement of this very transmission. One that
-            # comes back sooner than any RTT seen after a retransmission acknowledges the
-            # original (often: an EV just marked bad had delivered it, and its in-flight
+            # RACK advances only on an acknowledgement of this very transmission: for a resent
+            # packet, only an ACK that echoes the resend's timestamp. Otherwise it may be the
+            # original's (often: an EV just marked bad had delivered it, and its in-flight
             # packets were resent at once); taken as the resend's, it would make the resend's
-            # EV look like it had overtaken its earlier packets, and RACK declare them lost.
-            if p.tx_count == 1 or now - p.xmit >= self.min_rtt:
+            # EV look as if it had overtaken its earlier packets, and RACK declare them lost.
+            if p.tx_count == 1 or (a.echo_psn == p.psn and a.echo_ts == p.ts_us):
                 if p.xmit_seq > self.rack_seq:
                     self.rack_seq = p.xmit_seq
                     self.rack_rtt = now - p.xmit
@@ -320,7 +319,6 @@ class Sender:
         self.cc.on_nack(now, p.length)
 
     def _update_rto(self, rtt: float) -> None:
-        self.min_rtt = min(self.min_rtt, rtt)
         if self.srtt == 0.0:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:

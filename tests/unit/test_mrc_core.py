@@ -424,24 +424,25 @@ def test_a_packet_overtaken_on_another_ev_waits_at_least_the_overtaking_rtt() ->
     assert x.psn not in s.flight
 
 
-def test_an_ack_of_the_original_does_not_count_as_the_resends_for_rack() -> None:
-    # EV 2 goes bad; its packet x had in fact arrived and is resent on EV 0. The ACK of the
-    # original comes back sooner than any RTT: EV 0 must not look as if x overtook its
-    # earlier packets (RACK would declare them all lost).
-    pair = CorePair(PACED, default=LinkProfile(delay_ms=5.0))
-    submit(pair, [os.urandom(200_000)])
-    pair.run(lambda p: p.a.sender.min_rtt < 1 and len(p.a.sender.flight) >= 20, max_s=1)
-    s, now = pair.a.sender, pair.now
-    x = next(q for q in s.flight.values() if q.ev == 2)
-    s._declare_lost(x, now, LossCause.RACK)
-    s.pending.remove(x)
-    s.on_transmitted(x, 0, 0, now)
-    before = dict(s.ev_rack_seq), s.rack_seq
-    bit = x.psn - s.una - 1
-    ack = AckPacket(PacketType.ACK, 0, 2, 1, 0, 7, s.una, 1 << 30, NO_EV, 0, NO_EV, 0,
-                    1 << bit if bit >= 0 else 0, 2048)  # fmt: skip
-    if bit < 0:
-        ack = replace(ack, cum=x.psn + 1)
-    s.on_ack(ack, now + 0.001, 0)
-    assert x.psn not in s.unacked
-    assert (dict(s.ev_rack_seq), s.rack_seq) == before
+def test_only_an_ack_echoing_the_resend_counts_for_rack() -> None:
+    # EV 2 goes bad; its packet x had in fact arrived and is resent on EV 0. An ACK that
+    # covers x without echoing the resend may be the original's: EV 0 must not look as if x
+    # overtook its earlier packets (RACK would declare them all lost). One that echoes the
+    # resend's timestamp does count.
+    for echoes_resend in (False, True):
+        pair = CorePair(PACED, default=LinkProfile(delay_ms=5.0))
+        submit(pair, [os.urandom(200_000)])
+        pair.run(lambda p: p.a.sender.srtt > 0 and len(p.a.sender.flight) >= 20, max_s=1)
+        s, now = pair.a.sender, pair.now
+        x = next(q for q in s.flight.values() if q.ev == 2 and q.psn > s.una)
+        s._declare_lost(x, now, LossCause.RACK)
+        s.pending.remove(x)
+        s.on_transmitted(x, 0, 4242, now)
+        before = dict(s.ev_rack_seq), s.rack_seq
+        echo = (x.psn, 4242, 0) if echoes_resend else (0, 0, NO_EV)
+        ack = AckPacket(PacketType.ACK, 0, 2, 1, 0, 7, s.una, 1 << 30, *echo, 0,
+                        1 << (x.psn - s.una - 1), 2048)  # fmt: skip
+        s.on_ack(ack, now + 0.001, 4242 + 1000)
+        assert x.psn not in s.unacked
+        assert ((dict(s.ev_rack_seq), s.rack_seq) != before) is echoes_resend
+        assert (s.ev_rack_seq.get(0) == x.xmit_seq) is echoes_resend
