@@ -44,7 +44,10 @@ Recovery time: once the goodput over ``window_ms`` (centred on the time: a trail
 reports every change half a window late) has fallen below (P-1)/P of the pre-failure goodput
 (the mean over the second before the failure), the first instant at which it is back above
 and stays above on average for ``hold_ms``; 0 when it did not fall below within
-``dip_within_ms`` (200 ms).
+``dip_within_ms`` (200 ms). ``settled_after_sent_ms`` is stricter: from the first write's send
+until the windowed goodput stays at or above (P-1)/P, i.e. the first instant after the last
+window below it within 250 ms (a later stall, or a dip from congestion on the remaining
+planes, counts as well).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from topologies.model import Fabric
 
 TRANSPORTS = ("mrc", "single_path")
 REPORT_BEFORE_S = 0.2
+SETTLE_HORIZON_S = 0.25
 SERIES_HEADER = ("transport", "run", "failed_plane", "t_ms", "ev", "plane", "spine", "ev_state",
                  "ev_goodput_mbps", "goodput_mbps", "goodput_window_mbps",
                  "delivered_messages")  # fmt: skip
@@ -84,6 +88,7 @@ SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command
                   "fail_sent_ms", "fail_applied_ms", "msg_bytes",
                   "offered_mbps", "pre_goodput_mbps", "post_goodput_mbps", "threshold_mbps", "recovery_ms",
                   "recovery_after_sent_ms", "recovery_after_applied_ms", "recovery_after_command_ms",
+                  "settled_after_sent_ms",
                   "longest_stall_ms", "longest_delivery_gap_ms", "first_assumed_bad_ms",
                   "first_rto_ms", "rto_events", "messages_sent", "messages_delivered",
                   "messages_lost", "out_of_order", "load_1m")  # fmt: skip
@@ -261,6 +266,7 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     planes = fabric.spec.planes
     threshold = pre * (planes - 1) / planes
     recovery = _recovery_s(window, t0, threshold, p.hold_ms / 1e3, p.dip_within_ms / 1e3)
+    settled = _settled_s(window, rec.fail_sent, threshold, SETTLE_HORIZON_S)
     t1 = rec.fail_t1
     ack_times = _progress_times(evs)
     stall = _longest_gap([t for t in ack_times if t0 - 0.1 <= t <= t0 + 1.0])
@@ -280,6 +286,7 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
                "" if recovery is None else round(max(0.0, recovery - (rec.fail_sent - t0)) * 1e3, 1),
                "" if recovery is None else round(max(0.0, recovery - (rec.fail_applied - t0)) * 1e3, 1),
                "" if recovery is None else round(max(0.0, recovery - (t1 - t0)) * 1e3, 1),
+               "" if settled is None else round(settled * 1e3, 1),
                round(stall * 1e3, 1),
                round(gap * 1e3, 1), round((bad[0] - t0) * 1e3, 1) if bad else "",
                round((rtos[0] - t0) * 1e3, 1) if rtos else "", len(rtos), len(sent), len(recv),
@@ -302,6 +309,19 @@ def _progress_times(evs: dict[int, EvSeries]) -> list[float]:
 
 def _longest_gap(times: Sequence[float]) -> float:
     return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+def _settled_s(window: list[tuple[float, float]], t0: float, threshold: float,
+               horizon_s: float) -> float | None:  # fmt: skip
+    """Seconds from ``t0`` until the windowed goodput is at or above ``threshold`` for good:
+    the first time after the last window below it within ``horizon_s`` (0: none was below;
+    None: the series ends first). Stricter than :func:`_recovery_s`: a later stall, or a dip
+    from congestion on the remaining planes, counts too."""
+    below = [t for t, g in window if t0 <= t <= t0 + horizon_s and g < threshold]
+    if not below:
+        return 0.0
+    after = [t for t, _g in window if t > below[-1]]
+    return after[0] - t0 if after else None
 
 
 def _recovery_s(window: list[tuple[float, float]], t0: float, threshold: float, hold_s: float,

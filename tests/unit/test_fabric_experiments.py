@@ -91,6 +91,15 @@ def test_recovery_is_when_the_window_goodput_holds_above_the_threshold(
     assert got == pytest.approx(expected) if expected is not None else got is None
 
 
+def test_settling_counts_a_later_stall_that_recovery_forgives() -> None:
+    # back above at 40 ms, then a second stall 95-140 ms: recovered at 40, settled at 140
+    series = [(t / 1e3, 1.0 if 10 <= t < 40 or 95 <= t < 140 else 10.0) for t in range(0, 400, 5)]
+    assert failover._recovery_s(series, 0.0, 5.0, hold_s=0.1, horizon_s=0.2) == pytest.approx(0.04)
+    assert failover._settled_s(series, 0.0, 5.0, 0.25) == pytest.approx(0.14)
+    assert failover._settled_s([(t / 1e3, 10.0) for t in range(0, 400, 5)], 0.0, 5.0, 0.25) == 0.0
+    assert failover._settled_s([(t / 1e3, 1.0) for t in range(0, 100, 5)], 0.0, 5.0, 0.25) is None
+
+
 def test_longest_gap_and_percentiles() -> None:
     assert failover._longest_gap([0.0, 0.01, 0.05, 0.06]) == pytest.approx(0.04)
     assert failover._longest_gap([]) == 0.0
