@@ -44,10 +44,11 @@ Recovery time: once the goodput over ``window_ms`` (centred on the time: a trail
 reports every change half a window late) has fallen below (P-1)/P of the pre-failure goodput
 (the mean over the second before the failure), the first instant at which it is back above
 and stays above on average for ``hold_ms``; 0 when it did not fall below within
-``dip_within_ms`` (200 ms). ``settled_after_sent_ms`` is stricter: from the first write's send
-until the windowed goodput stays at or above (P-1)/P, i.e. the first instant after the last
-window below it within 250 ms (a later stall, or a dip from congestion on the remaining
-planes, counts as well).
+``dip_within_ms`` (100 ms) of the first write's send. ``settled_after_sent_ms`` is stricter:
+from the first write's send until the windowed goodput stays at or above (P-1)/P, i.e. the
+first instant after the last window below it within those 100 ms (a second stall counts as
+well). Later dips are congestion on the remaining planes, which the stream overloads, and
+the quantisation of a 25 ms window (one 4 KiB message is 1.3 Mbit/s of it).
 """
 
 from __future__ import annotations
@@ -80,7 +81,6 @@ from topologies.model import Fabric
 
 TRANSPORTS = ("mrc", "single_path")
 REPORT_BEFORE_S = 0.2
-SETTLE_HORIZON_S = 0.25
 SERIES_HEADER = ("transport", "run", "failed_plane", "t_ms", "ev", "plane", "spine", "ev_state",
                  "ev_goodput_mbps", "goodput_mbps", "goodput_window_mbps",
                  "delivered_messages")  # fmt: skip
@@ -113,9 +113,10 @@ class FailoverParams:
     bin_ms: float = 5.0
     window_ms: float = 25.0
     hold_ms: float = 100.0
-    dip_within_ms: float = 200.0
-    """Only a fall below the threshold that starts this soon after the failure counts (later
-    dips are congestion on the remaining planes, which the stream may now overload)."""
+    dip_within_ms: float = 100.0
+    """Only a fall below the threshold that starts this soon after the failure (the first
+    switch write's send) counts: later dips are congestion on the remaining planes, which the
+    stream now overloads."""
     transports: tuple[str, ...] = TRANSPORTS
     runs: int = 5
     """Each transport's run is repeated this often (the plot shows the first)."""
@@ -265,8 +266,9 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     post = _mbps(delivered(post_to) - delivered(post_from), post_to - post_from)
     planes = fabric.spec.planes
     threshold = pre * (planes - 1) / planes
-    recovery = _recovery_s(window, t0, threshold, p.hold_ms / 1e3, p.dip_within_ms / 1e3)
-    settled = _settled_s(window, rec.fail_sent, threshold, SETTLE_HORIZON_S)
+    dip_horizon = rec.fail_sent - t0 + p.dip_within_ms / 1e3
+    recovery = _recovery_s(window, t0, threshold, p.hold_ms / 1e3, dip_horizon)
+    settled = _settled_s(window, rec.fail_sent, threshold, p.dip_within_ms / 1e3)
     t1 = rec.fail_t1
     ack_times = _progress_times(evs)
     stall = _longest_gap([t for t in ack_times if t0 - 0.1 <= t <= t0 + 1.0])
