@@ -126,7 +126,7 @@ bench-fabric: $(STAMP)
 # MRC vs the single-path baseline through the fabric (root; README "MRC through the fabric").
 # Each brings up its own default fabric (refused while another runs) and stops it. Link rate:
 # LINK_MBPS when given on the command line, else the experiment's own (failover 5 Mbit/s,
-# collisions 0.5 Mbit/s: rates at which the software switches fit in the machine's CPUs).
+# collisions 2 Mbit/s: rates at which the software switches fit in the machine's CPUs).
 EXP_LINK_ARG = $(if $(filter command line,$(origin LINK_MBPS)),--link-mbps $(LINK_MBPS))
 .PHONY: exp-failover exp-collisions
 
