@@ -11,6 +11,7 @@
                                            ``S:P`` / ``S-ethP``; 0 removes; ``--for`` expires
 ``incast DST --senders N --bytes B``       a real burst from N hosts (``--plane``, ``--spine``)
 ``ecn K|off``                              CE-mark threshold of every port, in packets
+``trim K|off``                             trim UDP packets finding K queued (MRC NACKs them)
 ``telemetry watch|recent``                 stream / list microburst records
 ``counters [SWITCH]``                      per-port packets, bytes, drops, ECN marks, trims
 ``help``                                   this table
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from controller.fabric import FabricController
 
 MAX_ECN_K = (1 << 19) - 1  # set_ecn_threshold(bit<19> k)
+MAX_TRIM_K = (1 << 32) - 1  # set_trim(bit<32> threshold, ...)
 MAX_LOSS_FOR_MS = 86_400_000
 DEFAULT_WATCH_S = 10.0
 STATUS_TIMEOUT_S = 2.0
@@ -159,9 +161,11 @@ def describe_conditions(ctx: Context) -> str:
         + (f" ({max(0.0, e.expires_unix_s - now) * 1000:.0f} ms left)" if e.expires_unix_s else "")
         for e in c.losses) or "none"  # fmt: skip
     ecn = "off" if c.ecn_threshold_pkts is None else f"{c.ecn_threshold_pkts} packets"
+    trim = "off" if c.trim_threshold_pkts is None else f"{c.trim_threshold_pkts} packets"
     tel = ctx.ctl.telemetry
     bursts = "off" if tel is None else f"{tel.total} bursts -> {tel.csv_path}"
-    return f"failures: {faults}\nloss: {losses}\necn: {ecn}\ntelemetry: {bursts}"
+    return (f"failures: {faults}\nloss: {losses}\necn: {ecn}\ntrim: {trim}\n"
+            f"telemetry: {bursts}")
 
 
 def cmd_status(ctx: Context, p: Parsed) -> Result:
@@ -348,6 +352,21 @@ def cmd_ecn(ctx: Context, p: Parsed) -> Result:
     return _applied(ctx, new, what, what)
 
 
+def cmd_trim(ctx: Context, p: Parsed) -> Result:
+    text = p.args[0]
+    if text == "off":
+        k = None
+    else:
+        k = int(number(text, int, "trim K"))
+        if not 1 <= k <= MAX_TRIM_K:
+            raise CommandError(f"trim K must be at least 1 packet or 'off', got {text}")
+    new = ctx.ctl.conditions.with_trim(k)
+    keep = ctx.ctl.config.trim_keep_bytes
+    what = ("trimming off" if k is None
+            else f"trim at {k} packets queued on every port (keep {keep} payload bytes)")  # fmt: skip
+    return _applied(ctx, new, what, what)
+
+
 # -- counters, telemetry, incast -----------------------------------------------------------
 
 
@@ -491,6 +510,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
              Option("--settle-ms", float, "wait for burst reports (default 500)")), 1, 1),
     Command("ecn", "ecn K|off", "CE-mark at K packets queued on every port", cmd_ecn,
             min_args=1, max_args=1),
+    Command("trim", "trim K|off", "trim UDP packets that find K packets queued, every port",
+            cmd_trim, min_args=1, max_args=1),
     Command("telemetry", "telemetry watch [--for S] [--count N] | recent [--last N]",
             "stream or list microburst records", cmd_telemetry,
             (Option("--for", float, "seconds to watch"), Option("--count", int, "bursts to watch"),

@@ -87,11 +87,13 @@ def loss_threshold(percent: float) -> int:
 
 @dataclass(frozen=True)
 class Conditions:
-    """Failures, loss events and the ECN threshold in force."""
+    """Failures, loss events, the ECN threshold and the trimming threshold in force."""
 
     faults: frozenset[Fault] = frozenset()
     losses: tuple[LossEvent, ...] = ()
     ecn_threshold_pkts: int | None = None
+    trim_threshold_pkts: int | None = None
+    """Trim UDP packets that find at least this many packets queued; None: no trimming."""
 
     # -- transformations ------------------------------------------------------------------
 
@@ -127,8 +129,11 @@ class Conditions:
     def with_ecn(self, k: int | None) -> Conditions:
         return replace(self, ecn_threshold_pkts=k)
 
+    def with_trim(self, k: int | None) -> Conditions:
+        return replace(self, trim_threshold_pkts=k)
+
     def cleared(self) -> Conditions:
-        """No faults, no loss; the ECN threshold stays."""
+        """No faults, no loss; the ECN and trimming thresholds stay."""
         return replace(self, faults=frozenset(), losses=())
 
     # -- derived --------------------------------------------------------------------------
@@ -149,7 +154,8 @@ class Conditions:
                           for f in sorted(self.faults)],
                "losses": [{"switch": e.switch, "port": e.port, "threshold": e.threshold,
                            "expires_unix_s": e.expires_unix_s} for e in self.losses],
-               "ecn_threshold_pkts": self.ecn_threshold_pkts}  # fmt: skip
+               "ecn_threshold_pkts": self.ecn_threshold_pkts,
+               "trim_threshold_pkts": self.trim_threshold_pkts}  # fmt: skip
         return json.dumps(doc, indent=1)
 
     @classmethod
@@ -167,6 +173,8 @@ class Conditions:
                                      None if e["expires_unix_s"] is None
                                      else float(e["expires_unix_s"])) for e in doc["losses"])  # fmt: skip
             ecn = doc["ecn_threshold_pkts"]
-            return cls(faults, losses, None if ecn is None else int(ecn))
+            trim = doc.get("trim_threshold_pkts")  # absent in documents older than trimming
+            return cls(faults, losses, None if ecn is None else int(ecn),
+                       None if trim is None else int(trim))
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
             raise ValueError(f"not a conditions document: {e}") from None

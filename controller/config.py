@@ -28,6 +28,9 @@ class ControllerConfig:
     """A departure that leaves at most this many packets queued ends it (< ``burst_high_pkts``)."""
     ecn_threshold_pkts: int | None = 20
     """CE-mark ECT packets that find at least this many packets queued; None: no marking."""
+    trim_keep_bytes: int = 68
+    """Packet trimming (``trim K``) keeps this many bytes of UDP payload: the MRC DATA header
+    (``host.wire.DATA_HEADER_BYTES``), so the receiver can NACK the packet."""
     ecmp_reroute: bool = True
     """Drop failed uplinks from the baseline's ECMP groups (False: hash flows onto them)."""
     uA_sids: bool = True

@@ -18,6 +18,7 @@ ROUTES = "FabricIngress.routes"
 ECMP_ROUTES = "FabricIngress.ecmp_routes"
 ECMP_SELECTOR = "FabricIngress.ecmp_selector"
 PORT_STATE = "FabricIngress.port_state"
+TRIM_CONFIG = "FabricIngress.trim_config"
 BURST_CONFIG = "FabricEgress.burst_config"
 ECN_CONFIG = "FabricEgress.ecn_config"
 LOSS_INJECT = "FabricEgress.loss_inject"
@@ -32,13 +33,14 @@ USID_UN = "FabricIngress.usid_un"
 USID_UA = "FabricIngress.usid_ua"
 SET_EGRESS_PORT = "FabricIngress.set_egress_port"
 PORT_DOWN = "FabricIngress.port_down"
+SET_TRIM = "FabricIngress.set_trim"
 TRACK_BURSTS = "FabricEgress.track_bursts"
 SET_ECN_THRESHOLD = "FabricEgress.set_ecn_threshold"
 INJECT_LOSS = "FabricEgress.inject_loss"
 SET_MACS = "FabricEgress.set_macs"
 
 #: The tables (and the selector) whose whole content the controller owns.
-MANAGED_TABLES = (MY_SID, ROUTES, ECMP_ROUTES, PORT_STATE, BURST_CONFIG, ECN_CONFIG,
+MANAGED_TABLES = (MY_SID, ROUTES, ECMP_ROUTES, PORT_STATE, TRIM_CONFIG, BURST_CONFIG, ECN_CONFIG,
                   LOSS_INJECT, PORT_MAC)  # fmt: skip
 MANAGED_PROFILES = (ECMP_SELECTOR,)
 
@@ -75,8 +77,8 @@ def check_program(schema: Schema) -> None:
     """
     for t in MANAGED_TABLES:
         schema.table(t)
-    for a in (USID_UN, USID_UA, SET_EGRESS_PORT, PORT_DOWN, TRACK_BURSTS, SET_ECN_THRESHOLD,
-              INJECT_LOSS, SET_MACS):  # fmt: skip
+    for a in (USID_UN, USID_UA, SET_EGRESS_PORT, PORT_DOWN, SET_TRIM, TRACK_BURSTS,
+              SET_ECN_THRESHOLD, INJECT_LOSS, SET_MACS):  # fmt: skip
         schema.action(a)
     for p in MANAGED_PROFILES:
         schema.action_profile(p)

@@ -19,6 +19,7 @@ spine    ``routes``          ``B:<leaf uSID>::/48`` and the baseline /64 of each
 any      ``port_mac``        per port: ``set_macs(own MAC, peer MAC)`` (host NIC or switch)
 any      ``burst_config``    per port: ``track_bursts(high, low)``
 any      ``ecn_config``      per port: ``set_ecn_threshold(k)`` (unless ECN is off)
+any      ``trim_config``     per port: ``set_trim(k, MRC DATA header bytes, 0)`` (when on)
 any      ``port_state``      ``port_down`` per port taken down by a (non-phy) fault
 any      ``loss_inject``     ``inject_loss(threshold)`` per lossy egress port (any destination)
 ======== =================== ===============================================================
@@ -152,7 +153,8 @@ def ecmp_entries(wiring: Wiring, sw: Switch, down: set[tuple[str, int]],
 
 def port_entries(wiring: Wiring, sw: Switch, config: ControllerConfig,
                  conditions: Conditions) -> list[Entity]:  # fmt: skip
-    """``port_mac``, ``burst_config`` and ``ecn_config`` for every port of the switch."""
+    """``port_mac``, ``burst_config``, ``ecn_config`` and ``trim_config`` for every port of the
+    switch (the last two unless ECN / trimming is off)."""
     out: list[Entity] = []
     for port in sorted(sw.ports):
         out.append(_port_entry(fp.PORT_MAC, fp.EGRESS_PORT, port, fp.SET_MACS,
@@ -164,6 +166,13 @@ def port_entries(wiring: Wiring, sw: Switch, config: ControllerConfig,
         if conditions.ecn_threshold_pkts is not None:
             out.append(_port_entry(fp.ECN_CONFIG, fp.EGRESS_PORT, port, fp.SET_ECN_THRESHOLD,
                                    ("k", conditions.ecn_threshold_pkts)))  # fmt: skip
+        if conditions.trim_threshold_pkts is not None:
+            # one priority queue (priority 0): a trimmed header waits behind the queue it
+            # found, but never fills it (the tail-drop depth is above any useful threshold)
+            out.append(_port_entry(fp.TRIM_CONFIG, fp.EGRESS_SPEC, port, fp.SET_TRIM,
+                                   ("threshold", conditions.trim_threshold_pkts),
+                                   ("keep_bytes", config.trim_keep_bytes),
+                                   ("priority", 0)))  # fmt: skip
     return out
 
 

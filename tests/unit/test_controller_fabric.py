@@ -34,6 +34,7 @@ from controller.fabric import FabricController
 from controller.output import Format, Result, render
 from controller.server import ControlServer, RequestError, parse_request
 from controller.telemetry import BurstRecord
+from host.wire import DATA_HEADER_BYTES
 from switch.compile.package import load_device_config, make_device_config
 from switch.p4info import p4info_text
 from switch.p4rt import P4RuntimeServer
@@ -227,6 +228,26 @@ def test_loss_zero_removes_and_ecn_sets_every_port(ctl: FabricController) -> Non
     assert ks == {7}
     ctl.run_command(["ecn", "off"])
     assert not any(isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
+                   for s in ctl.sessions.values() for e in s.read_installed().values())  # fmt: skip
+
+
+def test_trim_sets_every_port_to_keep_the_mrc_header_and_off_removes_it(
+        ctl: FabricController) -> None:  # fmt: skip
+    assert "trim: off" in ctl.run_command(["status"])
+    assert "trim at 12 packets" in ctl.run_command(["trim", "12"])
+    installed = [(n, e) for n, s in ctl.sessions.items()  # type: ignore[union-attr]
+                 for e in s.read_installed().values()
+                 if isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG]  # fmt: skip
+    assert {(n, e.match[0].value) for n, e in installed} == {
+        (sw.name, port) for sw in ctl.fabric.switches for port in sw.ports}
+    params = {(e.action.param("threshold"), e.action.param("keep_bytes"),
+               e.action.param("priority")) for _n, e in installed}  # fmt: skip
+    assert params == {(12, DATA_HEADER_BYTES, 0)}
+    assert "trim: 12 packets" in ctl.run_command(["status"])
+    with pytest.raises(CommandError, match="trim K must be"):
+        ctl.run_command(["trim", "0"])
+    ctl.run_command(["trim", "off"])
+    assert not any(isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG
                    for s in ctl.sessions.values() for e in s.read_installed().values())  # fmt: skip
 
 

@@ -9,6 +9,7 @@ reroutes around failures; uA SIDs pin links; port_mac names each port's peer.
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -247,8 +248,12 @@ def test_conditions_round_trip_through_json() -> None:
     cond = (Conditions(ecn_threshold_pkts=7)
             .with_fault(Fault(FaultKind.PLANE, ("1",)))
             .with_fault(Fault(FaultKind.LINK, ("p0l0", "p0s1"), phy=True))
-            .with_losses([LossEvent("p0l0", 3, 100, 1e9)]))  # fmt: skip
+            .with_losses([LossEvent("p0l0", 3, 100, 1e9)])
+            .with_trim(24))  # fmt: skip
     assert Conditions.from_json(cond.to_json()) == cond
+    older = json.loads(cond.to_json())
+    del older["trim_threshold_pkts"]  # written before trimming was managed
+    assert Conditions.from_json(json.dumps(older)) == cond.with_trim(None)
     with pytest.raises(ValueError, match="not a conditions document"):
         Conditions.from_json('{"faults": 3}')
 
