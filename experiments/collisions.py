@@ -442,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="rebuild the CSVs and the PNG from the last run's host outputs")
     a = ap.parse_args(argv)
     p = CollisionParams(FabricParams(link_mbps=a.link_mbps, results_dir=a.results, wait_s=a.wait_s,
-                                     ecn_packets=a.ecn_packets),
+                                     ecn_packets=a.ecn_packets, trim_packets=a.trim_packets),
                         msg_bytes=a.msg_bytes, depth=a.depth, duration_s=a.duration_s,
                         warmup_s=a.warmup_s, trials=a.trials,
                         transports=tuple(t for t in a.transports.split(",") if t), out=a.out,

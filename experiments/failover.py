@@ -450,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
     a = ap.parse_args(argv)
     p = FailoverParams(FabricParams(link_mbps=a.link_mbps, results_dir=a.results, wait_s=a.wait_s,
-                                     ecn_packets=a.ecn_packets),
+                                     ecn_packets=a.ecn_packets, trim_packets=a.trim_packets),
                        msg_bytes=a.msg_bytes, load_fraction=a.load_fraction,
                        duration_s=a.duration_s, fail_at_s=a.fail_at_s,
                        transports=tuple(t for t in a.transports.split(",") if t), runs=a.runs,

@@ -56,6 +56,8 @@ class FabricParams:
     """How long to wait for another fabric on this machine to go away before giving up."""
     ecn_packets: int | None = None
     """Every port's CE-marking threshold (the controller's ``ecn K``); None: its default."""
+    trim_packets: int | None = None
+    """Every port's trimming threshold (the controller's ``trim K``); None: no trimming."""
 
     def spec(self) -> FabricSpec:
         return FabricSpec(self.planes, self.leaves, self.spines, self.hosts_per_leaf,
@@ -73,16 +75,22 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
     ap.add_argument("--results", default=d.results_dir)
     ap.add_argument("--ecn-packets", type=int, default=d.ecn_packets,
                     help="CE-mark threshold of every switch port (the controller's default: 20)")
+    ap.add_argument("--trim-packets", type=int, default=d.trim_packets,
+                    help="trim UDP packets that find this many packets queued (the "
+                         "controller's 'trim K'; MRC resends them on a NACK); default off")
     ap.add_argument("--wait-s", type=float, default=0.0,
                     help="wait this long for another fabric on the machine to stop")  # fmt: skip
 
 
 @contextlib.contextmanager
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
-    """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN threshold set."""
+    """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN and trimming thresholds
+    set."""
     with fabric_run.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
         if params.ecn_packets is not None and up.controller is not None:
             up.controller.run_command(["ecn", str(params.ecn_packets)])
+        if params.trim_packets is not None and up.controller is not None:
+            up.controller.run_command(["trim", str(params.trim_packets)])
         yield up
 
 
