@@ -8,18 +8,15 @@ it opens live in the host's namespace while the rest of the controller stays whe
 
 from __future__ import annotations
 
-import ctypes
-import os
 import subprocess
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from controller.errors import CommandError
+from switch.netns import NetnsError, call_in_thread, join_netns
 
 T = TypeVar("T")
-CLONE_NEWNET = 0x40000000
 SYS_CLASS_NET = Path("/sys/class/net")
 
 
@@ -47,32 +44,13 @@ def join_netns_of(pid: int) -> None:
     """
     path = f"/proc/{pid}/ns/net"
     try:
-        fd = os.open(path, os.O_RDONLY)
+        join_netns(path)
     except OSError as e:
         raise CommandError(f"cannot open {path}: {e.strerror} (is the host running?)") from None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise CommandError(f"setns({path}): {os.strerror(ctypes.get_errno())}")
-    finally:
-        os.close(fd)
+    except NetnsError as e:
+        raise CommandError(str(e)) from None
 
 
 def in_netns_of(pid: int, fn: Callable[[], T]) -> T:
     """``fn()`` run in a fresh thread inside the network namespace of ``pid``; its result."""
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            join_netns_of(pid)
-            result.append(fn())
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            error.append(e)
-
-    t = threading.Thread(target=body, name=f"netns-of-{pid}", daemon=True)
-    t.start()
-    t.join()
-    if error:
-        raise error[0]
-    return result[0]
+    return call_in_thread(lambda: join_netns_of(pid), fn, f"netns-of-{pid}")

@@ -86,37 +86,53 @@ def popen_in_netns(ns: str | None, argv: Sequence[str], **kwargs: object) -> sub
     return subprocess.Popen(cmd, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def call_in_netns(ns: str | None, fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a fresh thread that first joins namespace ``ns``; return its result.
+def join_netns(path: str | Path) -> None:
+    """Move the calling thread into the network namespace file ``path`` (``/run/netns/<ns>``,
+    ``/proc/<pid>/ns/net``).
 
-    ``setns(CLONE_NEWNET)`` changes only the calling thread, so the rest of the process stays
-    where it was. Sockets created by ``fn`` keep working from any thread afterwards.
+    Raises:
+        OSError: the file cannot be opened.
+        NetnsError: ``setns`` failed.
     """
-    if ns is None:
-        return fn()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise NetnsError(f"setns({path}): {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def call_in_thread(enter: Callable[[], None], fn: Callable[[], T], name: str) -> T:
+    """``enter()`` then ``fn()`` in a fresh thread; ``fn``'s result, or what either raised.
+
+    ``setns(CLONE_NEWNET)`` changes only the calling thread, so an ``enter`` that joins a
+    namespace leaves the rest of the process where it was. Sockets created by ``fn`` keep
+    working from any thread afterwards.
+    """
     result: list[T] = []
     error: list[BaseException] = []
 
     def body() -> None:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
-            try:
-                if libc.setns(fd, _CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise NetnsError(f"setns({ns}): {os.strerror(err)}")
-            finally:
-                os.close(fd)
+            enter()
             result.append(fn())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             error.append(exc)
 
-    thread = threading.Thread(target=body, name=f"netns-{ns}", daemon=True)
+    thread = threading.Thread(target=body, name=name, daemon=True)
     thread.start()
     thread.join()
     if error:
         raise error[0]
     return result[0]
+
+
+def call_in_netns(ns: str | None, fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a fresh thread that first joins namespace ``ns``; return its result."""
+    if ns is None:
+        return fn()
+    return call_in_thread(lambda: join_netns(NETNS_DIR / ns), fn, f"netns-{ns}")
 
 
 def write_sysctl(ns: str | None, key: str, value: str | int) -> bool:
