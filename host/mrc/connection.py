@@ -328,8 +328,8 @@ class ConnectionCore:
         return ConnStats(self.conn_id, self.peer_host, self.cc.window_bytes, s.srtt * 1e6,
                          s.rto * 1e3, s.inflight_bytes, s.packets_sent, s.retransmits,
                          s.losses[LossCause.RACK], s.losses[LossCause.RTO],
-                         s.losses[LossCause.NACK], s.losses[LossCause.EV_DOWN], s.nacks, s.rto_events, r.packets_received,
-                         r.duplicates, r.trimmed, r.messages_delivered, r.bytes_delivered,
+                         s.losses[LossCause.NACK], s.losses[LossCause.EV_DOWN], s.nacks,
+                         s.rto_events, r.packets_received, r.duplicates, r.trimmed, r.messages_delivered, r.bytes_delivered,
                          r.buffered_bytes, s.queued_bytes, dict(drops))  # fmt: skip
 
 

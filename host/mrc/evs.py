@@ -191,11 +191,6 @@ class EvTable:
     def usable(self) -> list[EvPath]:
         return [p for p in self.paths if p.state is EvState.GOOD]
 
-    def is_usable(self, ev_id: int) -> bool:
-        """Whether ``ev_id`` may carry data now (GOOD)."""
-        p = self.by_id.get(ev_id)
-        return p is not None and p.state is EvState.GOOD
-
     def _rebuild(self, now: float) -> None:
         self._dirty = False
         self._rebuilt_at = now
@@ -267,19 +262,21 @@ class EvTable:
             p.nacks += 1
             self._add_penalty(p, self.cfg.nack_penalty, now)
 
-    def on_loss(self, ev_id: int, now: float, why: str = "") -> None:
-        """A packet sent on ``ev_id`` was lost: ASSUMED_BAD at once, unless the floor forbids."""
+    def on_loss(self, ev_id: int, now: float, why: str = "") -> bool:
+        """A packet sent on ``ev_id`` was lost: ASSUMED_BAD at once, unless the floor forbids.
+        True when this loss took the EV out of service (it was GOOD)."""
         p = self.by_id.get(ev_id)
         if p is None:
-            return
+            return False
         p.losses += 1
         if not self.behaviour.loss_marks_bad or p.state is not EvState.GOOD:
-            return
+            return False
         if len(self.usable()) - 1 < self.min_active:
             self._add_penalty(p, self.cfg.loss_penalty, now)
             self._emit(EventKind.FLOOR, p.ev.ev_id, float(self.min_active), why)
-            return
+            return False
         self._signal(p, EvSignal.LOSS, now, why)
+        return True
 
     def on_rto(self, now: float) -> None:
         if self.behaviour.rehash_on_rto and self.cfg.rehash_on_rto:

@@ -342,7 +342,8 @@ class Sender:
         *on the same EV* was acknowledged (a path is FIFO, so that is evidence of loss), a
         path timeout (RTT + 4 deviations, at least one RTT) when only other EVs delivered
         (different paths have different queues); there the RTT is at least that of the latest
-        transmission acknowledged, so a queue building everywhere is not taken for a loss. Arms ``rack_deadline`` for the others."""
+        transmission acknowledged, so a queue building everywhere is not taken for a loss.
+        Arms ``rack_deadline`` for the others."""
         self.rack_deadline = math.inf
         if self.rack_seq < 0:
             return
@@ -389,11 +390,8 @@ class Sender:
             return
         self.inflight_bytes -= p.length
         self.losses[cause] += 1
-        evacuate = False
-        if cause is not LossCause.NACK and cause is not LossCause.EV_DOWN:
-            was_usable = self.evs.is_usable(p.ev)
-            self.evs.on_loss(p.ev, now, cause.value)
-            evacuate = was_usable and not self.evs.is_usable(p.ev)
+        evacuate = (cause is not LossCause.NACK and cause is not LossCause.EV_DOWN
+                    and self.evs.on_loss(p.ev, now, cause.value))  # fmt: skip
         self._notify(EventKind.LOSS, p.ev, float(p.psn), cause.value)
         self.send_blocked = False
         if p.msg.reliable:
@@ -406,13 +404,11 @@ class Sender:
         if evacuate:
             self.evacuate(p.ev, now)
 
-    def evacuate(self, ev_id: int, now: float) -> int:
+    def evacuate(self, ev_id: int, now: float) -> None:
         """Declare lost every packet in flight on ``ev_id`` (it has just stopped carrying
-        data); returns how many."""
-        gone = [q for q in self.flight.values() if q.ev == ev_id]
-        for q in gone:
+        data)."""
+        for q in [q for q in self.flight.values() if q.ev == ev_id]:
             self._declare_lost(q, now, LossCause.EV_DOWN)
-        return len(gone)
 
     # -- completion and the floor ---------------------------------------------------------------
 
