@@ -41,9 +41,11 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from experiments.mrc_fabric import (
     PAYLOAD_EFFICIENCY,
+    ExperimentOutputs,
     FabricBusy,
     FabricParams,
     add_fabric_args,
@@ -75,7 +77,8 @@ SUMMARY_HEADER = ("transport", "cc", "trials", "flows", "link_mbps", "capacity_m
 
 
 @dataclass(frozen=True)
-class CollisionParams:
+class CollisionParams(ExperimentOutputs):
+    run_subdir: ClassVar[str] = "collisions"
     fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=2.0, ecn_packets=8))
     msg_bytes: int = 32768
     depth: int = 8
@@ -93,17 +96,6 @@ class CollisionParams:
     plain_cc: bool = False
     """``fabric_config()`` as it is instead of ``host.fabric_run.emulated_fabric_config``."""
 
-    @property
-    def run_dir(self) -> pathlib.Path:
-        return pathlib.Path(self.fabric.results_dir) / "collisions"
-
-    @property
-    def summary_out(self) -> pathlib.Path:
-        return pathlib.Path(self.out).with_name(pathlib.Path(self.out).stem + "_summary.csv")
-
-    @property
-    def png(self) -> pathlib.Path:
-        return pathlib.Path(self.out).with_suffix(".png")
 
 
 def flows_of(fabric: Fabric) -> list[tuple[str, str]]:

@@ -62,8 +62,10 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from experiments.mrc_fabric import (
+    ExperimentOutputs,
     FabricBusy,
     FabricParams,
     add_fabric_args,
@@ -95,7 +97,8 @@ SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command
 
 
 @dataclass(frozen=True)
-class FailoverParams:
+class FailoverParams(ExperimentOutputs):
+    run_subdir: ClassVar[str] = "failover"
     fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=5.0, ecn_packets=8))
     src: str = "h1"
     dst: str = "h3"
@@ -124,17 +127,6 @@ class FailoverParams:
     plain_cc: bool = False
     """``fabric_config()`` as it is instead of ``host.fabric_run.emulated_fabric_config``."""
 
-    @property
-    def run_dir(self) -> pathlib.Path:
-        return pathlib.Path(self.fabric.results_dir) / "failover"
-
-    @property
-    def summary_out(self) -> pathlib.Path:
-        return pathlib.Path(self.out).with_name(pathlib.Path(self.out).stem + "_summary.csv")
-
-    @property
-    def png(self) -> pathlib.Path:
-        return pathlib.Path(self.out).with_suffix(".png")
 
 
 @dataclass
@@ -278,20 +270,20 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     rtos = [float(e["t_s"]) for e in events if e["kind"] == "rto" and float(e["t_s"]) >= t0]
     seqs = {(r["flow"], int(r["seq"])) for r in recv}
     lost = sum(1 for r in sent if (r["flow"], int(r["seq"])) not in seqs)
+    def ms(seconds: float | None) -> float | str:
+        return "" if seconds is None else round(seconds * 1e3, 1)
+
+    def recovery_after(t: float) -> float | None:
+        return None if recovery is None else max(0.0, recovery - (t - t0))
+
     summary = (rec.transport, rec.run, fabric.spec.link_mbps, rec.failed_plane,
-               round((rec.fail_t1 - rec.fail_t0) * 1e3, 1),
-               round((rec.fail_sent - rec.fail_t0) * 1e3, 1),
-               round((rec.fail_applied - rec.fail_t0) * 1e3, 1), p.msg_bytes,
+               ms(t1 - t0), ms(rec.fail_sent - t0), ms(rec.fail_applied - t0), p.msg_bytes,
                round(p.load_fraction * planes * p.fabric.goodput_capacity_mbps, 3), round(pre, 3),
-               round(post, 3), round(threshold, 3),
-               "" if recovery is None else round(recovery * 1e3, 1),
-               "" if recovery is None else round(max(0.0, recovery - (rec.fail_sent - t0)) * 1e3, 1),
-               "" if recovery is None else round(max(0.0, recovery - (rec.fail_applied - t0)) * 1e3, 1),
-               "" if recovery is None else round(max(0.0, recovery - (t1 - t0)) * 1e3, 1),
-               "" if settled is None else round(settled * 1e3, 1),
-               round(stall * 1e3, 1),
-               round(gap * 1e3, 1), round((bad[0] - t0) * 1e3, 1) if bad else "",
-               round((rtos[0] - t0) * 1e3, 1) if rtos else "", len(rtos), len(sent), len(recv),
+               round(post, 3), round(threshold, 3), ms(recovery),
+               ms(recovery_after(rec.fail_sent)), ms(recovery_after(rec.fail_applied)),
+               ms(recovery_after(t1)), ms(settled), ms(stall), ms(gap),
+               ms(bad[0] - t0 if bad else None), ms(rtos[0] - t0 if rtos else None), len(rtos),
+               len(sent), len(recv),
                lost, sum(1 for r in recv if r["in_order"] != "1"), rec.load)  # fmt: skip
     return rows, summary
 

@@ -20,9 +20,9 @@ import pathlib
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
-__all__ = ["FabricBusy", "FabricParams", "own_fabric", "read_csv", "start_all", "start_hosts",
+__all__ = ["ExperimentOutputs", "FabricBusy", "FabricParams", "own_fabric", "read_csv", "start_all", "start_hosts",
            "stop_all", "write_csv", "percentile", "load_1m", "PAYLOAD_EFFICIENCY"]  # fmt: skip
 
 from host import fabric_run
@@ -39,6 +39,28 @@ DATA_WIRE_BYTES = FABRIC_PAYLOAD_BYTES + DATA_HEADER_BYTES + TM_EXTRA_BYTES
 PAYLOAD_EFFICIENCY = FABRIC_PAYLOAD_BYTES / DATA_WIRE_BYTES
 """Message bytes per byte of link capacity when a link carries only full DATA packets."""
 START_DELAY_S = 0.3
+
+
+class ExperimentOutputs:
+    """Where a fabric experiment writes, mixed into its parameter dataclass: ``out`` (the main
+    CSV), ``<stem>_summary.csv`` and ``<stem>.png`` beside it, and the host processes' files
+    under ``<results>/<run_subdir>``."""
+
+    run_subdir: ClassVar[str]
+    fabric: FabricParams
+    out: str
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.fabric.results_dir) / self.run_subdir
+
+    @property
+    def summary_out(self) -> pathlib.Path:
+        return pathlib.Path(self.out).with_name(pathlib.Path(self.out).stem + "_summary.csv")
+
+    @property
+    def png(self) -> pathlib.Path:
+        return pathlib.Path(self.out).with_suffix(".png")
 
 
 @dataclass(frozen=True)
