@@ -51,7 +51,7 @@ lint: $(STAMP)
 
 bench-p4: $(STAMP)
 	@mkdir -p $(RESULTS)
-	$(PY) -m switch.bench --out $(RESULTS)/bench_p4.csv
+	$(PY) -m switch.bench_p4 --out $(RESULTS)/bench_p4.csv
 
 # tf-switch running p4/ipv6_router.p4 between two namespaces; tcpreplay loops one 64-byte-payload
 # IPv6/UDP frame into it at top speed and at lower rates; latency at 1,000 packets/s.
@@ -61,11 +61,11 @@ bench-switch: $(STAMP)
 	$(PY) -m switch.bench_net --out $(RESULTS)/bench_switch.csv --rates $(BENCH_RATES) \
 	  --switch-cpu 1 --gen-cpu 0 --log $(RESULTS)/bench_switch.log \
 	  --switch-cmd "{python} -m switch.daemon -i 1@{if1} -i 2@{if2} --thrift-port 9390 p4/ipv6_router.p4 -- --grpc-server-addr 127.0.0.1:9389" \
-	  --setup-cmd "{python} -m switch.runtime.control --wait 30 --thrift-port 9390 table_add ipv6_lpm ipv6_forward {dst}/64 => {sink_mac} 2"
+	  --setup-cmd "{python} -m switch.device.control --wait 30 --thrift-port 9390 table_add ipv6_lpm ipv6_forward {dst}/64 => {sink_mac} 2"
 
 bench-transport: $(STAMP)
 	@mkdir -p $(RESULTS)
-	$(PY) -m host.bench --out $(RESULTS)/bench_transport.csv --fabric auto --results $(RESULTS) \
+	$(PY) -m experiments.bench_transport --out $(RESULTS)/bench_transport.csv --fabric auto --results $(RESULTS) \
 	  $(EXP_LINK_ARG)
 
 p4-info: $(STAMP)
@@ -77,8 +77,8 @@ p4-info: $(STAMP)
 clean:
 	@if [ "$$(id -u)" = 0 ]; then \
 	  if [ -x $(PY) ]; then \
-	    $(PY) -m topologies.cli clean --all --results $(RESULTS) || true; \
-	    $(PY) -c 'from switch.netns import cleanup_stale; [print(x) for x in cleanup_stale()]' || true; \
+	    $(PY) -m topologies.emulation.cli clean --all --results $(RESULTS) || true; \
+	    $(PY) -c 'from switch.device.netns import cleanup_stale; [print(x) for x in cleanup_stale()]' || true; \
 	  elif command -v mn >/dev/null 2>&1; then mn -c >/dev/null 2>&1 || true; fi; \
 	fi
 	rm -rf build $(RESULTS) .pytest_cache .ruff_cache
@@ -119,7 +119,7 @@ fabric-down: $(STAMP)
 	$(VENV)/bin/tf-topo down --results $(RESULTS)
 
 bench-fabric: $(STAMP)
-	$(PY) -m topologies.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
+	$(PY) -m topologies.emulation.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
 	  --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) --target $(TARGET) \
 	  --results $(RESULTS) --out $(RESULTS)/bench_fabric.csv
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from controller.errors import CommandError
-from switch.netns import NetnsError, call_in_thread, join_netns
+from switch.device.netns import NetnsError, call_in_thread, join_netns
 
 T = TypeVar("T")
 SYS_CLASS_NET = Path("/sys/class/net")

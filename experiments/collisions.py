@@ -13,7 +13,7 @@ crossing a spine. Every flow keeps ``--depth`` messages of ``--msg-bytes`` outst
   so each trial opens new connections.
 
 Each transport runs under two window controls (``--cc``): ``nscc``, the transport's
-congestion window (``host.fabric_run.emulated_fabric_config``), and ``fixed``, a fixed window
+congestion window (``host.mrc.emulated.emulated_fabric_config``), and ``fixed``, a fixed window
 of ``--fixed-window-packets`` per connection, the same for both transports: the path choice
 alone then decides how the flows share the fabric.
 
@@ -58,9 +58,9 @@ from experiments.mrc_fabric import (
     stop_all,
     write_csv,
 )
-from host.fabric_run import RunSpec
 from host.mrc.config import FABRIC_PAYLOAD_BYTES
-from topologies.bringup import BringUp
+from host.stream_agent import RunSpec
+from topologies.emulation.bringup import BringUp
 from topologies.model import Fabric, FabricSpec, build_fabric
 
 TRANSPORTS = ("mrc", "single_path")
@@ -94,7 +94,7 @@ class CollisionParams(ExperimentOutputs):
     transports: tuple[str, ...] = TRANSPORTS
     out: str = "results/flow_collisions.csv"
     plain_cc: bool = False
-    """``fabric_config()`` as it is instead of ``host.fabric_run.emulated_fabric_config``."""
+    """``fabric_config()`` as it is instead of ``host.mrc.emulated.emulated_fabric_config``."""
 
 
 

@@ -1,7 +1,7 @@
 """Run a training job on the running fabric: one agent per host, the controller for events.
 
 :func:`run_fabric_job` reads ``results/fabric/state.json`` (``make fabric-up``), starts
-:mod:`host.agent` in each host's network namespace (``mnexec -a <host pid>``): the parameter
+:mod:`host.train_agent` in each host's network namespace (``mnexec -a <host pid>``): the parameter
 server on the first host, workers on the next ones (or every host of a ring), answers the
 server's network requests (bursts, plane failures) through :class:`ControllerActions`, and
 reads the agents' JSON-line records back into a :class:`~host.train.run.JobResult`.
@@ -123,13 +123,13 @@ class ControllerActions(NetworkActions):
 
 
 class AgentProcess:
-    """``python -m host.agent ARGS`` inside a host's namespace; its stdout as a queue."""
+    """``python -m host.train_agent ARGS`` inside a host's namespace; its stdout as a queue."""
 
     def __init__(self, name: str, pid: int, args: list[str], log: IO[bytes]) -> None:
         self.name = name
         mnexec = shutil.which("mnexec")
         enter = [mnexec, "-a", str(pid)] if mnexec else ["nsenter", "-t", str(pid), "-n", "--"]
-        self.proc = subprocess.Popen([*enter, sys.executable, "-m", "host.agent", *args],
+        self.proc = subprocess.Popen([*enter, sys.executable, "-m", "host.train_agent", *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      text=True, bufsize=1)  # fmt: skip
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -312,7 +312,7 @@ class FabricSession:
                                  f"but not under {self.results}/: stop it (make fabric-down, "
                                  "make clean) or pass its --results directory")  # fmt: skip
         t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "topologies.cli", "up", "--detach", "--link-mbps",
+        cmd = [sys.executable, "-m", "topologies.emulation.cli", "up", "--detach", "--link-mbps",
                f"{self.link_mbps:g}", "--results", str(self.results)]  # fmt: skip
         self.log("bringing up the default fabric: " + " ".join(cmd[1:]))
         done = subprocess.run(cmd, capture_output=True, text=True)
@@ -326,6 +326,6 @@ class FabricSession:
 
     def __exit__(self, *exc: object) -> None:
         if self.started:
-            subprocess.run([sys.executable, "-m", "topologies.cli", "down", "--results",
+            subprocess.run([sys.executable, "-m", "topologies.emulation.cli", "down", "--results",
                             str(self.results)], capture_output=True, text=True)  # fmt: skip
             self.log("fabric down")

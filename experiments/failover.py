@@ -8,7 +8,7 @@ plane's worth), and fails one plane through the controller (``fail plane N``) ha
 run. MRC fails plane 1; the single path fails the plane its connection sent on in the last
 50 ms (the sender reports it; a spurious RTO may have re-hashed it since the start), so that
 the baseline is hit at all. Both use the same transport settings
-(``host.fabric_run.emulated_fabric_config``: the same RTO estimator, 10 ms minimum); the single
+(``host.mrc.emulated.emulated_fabric_config``: the same RTO estimator, 10 ms minimum); the single
 path re-hashes to the other plane after an RTO.
 
 Outputs:
@@ -77,8 +77,8 @@ from experiments.mrc_fabric import (
     stop_all,
     write_csv,
 )
-from host.fabric_run import RunSpec
-from topologies.bringup import BringUp
+from host.stream_agent import RunSpec
+from topologies.emulation.bringup import BringUp
 from topologies.model import Fabric
 
 TRANSPORTS = ("mrc", "single_path")
@@ -125,7 +125,7 @@ class FailoverParams(ExperimentOutputs):
     """Each transport's run is repeated this often (the plot shows the first)."""
     out: str = "results/plane_failure.csv"
     plain_cc: bool = False
-    """``fabric_config()`` as it is instead of ``host.fabric_run.emulated_fabric_config``."""
+    """``fabric_config()`` as it is instead of ``host.mrc.emulated.emulated_fabric_config``."""
 
 
 

@@ -2,9 +2,9 @@
 
 ``make exp-failover`` (:mod:`experiments.failover`) and ``make exp-collisions``
 (:mod:`experiments.collisions`) each bring a fabric up with :func:`own_fabric`
-(:func:`host.fabric_run.own_fabric`: refused while another fabric runs on this machine,
+(:func:`topologies.emulation.bringup.own_fabric`: refused while another fabric runs on this machine,
 interface names are fixed), start one
-:class:`host.fabric_run.HostProcess` per host taking part (:func:`start_hosts`), release them
+:class:`experiments.hosts.HostProcess` per host taking part (:func:`start_hosts`), release them
 at one instant of the shared monotonic clock (:func:`start_all`), drive the controller, stop
 them and read back what they wrote (:func:`read_csv`). The fabric's state file is the usual
 ``<results>/fabric/state.json``, so ``make fabric-up`` refuses to start meanwhile.
@@ -25,16 +25,17 @@ from typing import IO, Any, ClassVar
 __all__ = ["ExperimentOutputs", "FabricBusy", "FabricParams", "own_fabric", "read_csv", "start_all", "start_hosts",
            "stop_all", "write_csv", "percentile", "load_1m", "PAYLOAD_EFFICIENCY"]  # fmt: skip
 
-from host import fabric_run
-from host.fabric_run import FabricBusy, HostProcess, RunSpec, host_args
+from experiments.hosts import HostProcess
 from host.mrc.config import FABRIC_PAYLOAD_BYTES
+from host.stream_agent import RunSpec, host_args
 from host.wire import DATA_HEADER_BYTES
-from topologies.bringup import BringUp
+from topologies.emulation import bringup
+from topologies.emulation.bringup import BringUp, FabricBusy
 from topologies.model import FabricSpec
 
 TM_EXTRA_BYTES = 64
 """tf-switch charges a queued packet its bytes after the parsed headers plus 64 (the
-Ethernet, IPv6 and UDP headers of a DATA packet are 62), see ``switch/runtime/device.py``."""
+Ethernet, IPv6 and UDP headers of a DATA packet are 62), see ``switch/device/device.py``."""
 DATA_WIRE_BYTES = FABRIC_PAYLOAD_BYTES + DATA_HEADER_BYTES + TM_EXTRA_BYTES
 PAYLOAD_EFFICIENCY = FABRIC_PAYLOAD_BYTES / DATA_WIRE_BYTES
 """Message bytes per byte of link capacity when a link carries only full DATA packets."""
@@ -106,9 +107,9 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
 
 @contextlib.contextmanager
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
-    """:func:`host.fabric_run.own_fabric` for ``params``, with its ECN and trimming thresholds
+    """:func:`topologies.emulation.bringup.own_fabric` for ``params``, with its ECN and trimming thresholds
     set."""
-    with fabric_run.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
+    with bringup.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
         if params.ecn_packets is not None and up.controller is not None:
             up.controller.run_command(["ecn", str(params.ecn_packets)])
         if params.trim_packets is not None and up.controller is not None:

@@ -1,4 +1,4 @@
-"""The ``fabric`` case of :mod:`switch.bench`: ``p4/fabric.p4`` as a leaf of a multi-plane Clos.
+"""The ``fabric`` case of :mod:`switch.bench_p4`: ``p4/fabric.p4`` as a leaf of a multi-plane Clos.
 
 :func:`setup_fabric` installs what the controller gives leaf 1 of plane 0 in a fabric of 64
 spines and 256 leaves per plane with 32 hosts per leaf (address plan: p4/fabric.p4's header):
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import random
 
-from switch.arch.v1model import V1Switch
-from switch.model import ActionCall
-from switch.runtime.tables import TableEntry
+from switch.pipeline.tables import TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.schema import ActionCall
 
 BLOCK = 0xFCBB_BB00
 PLANE = 0

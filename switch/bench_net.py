@@ -22,7 +22,7 @@ until a frame crosses, and measured:
 
 ``--switch-cmd "builtin-forwarder [--plain] [--no-tx-ring] [--work-us N]"`` runs a stand-in
 written with
-:class:`switch.runtime.ports.PortSet` that forwards every frame from port 1 to port 2: the
+:class:`switch.device.ports.PortSet` that forwards every frame from port 1 to port 2: the
 raw packet-I/O ceiling of one Python process here (``--plain``: no RX ring, ``--no-tx-ring``:
 one ``send`` per frame, ``--work-us``: burn CPU per frame like a pipeline would). Results go to a CSV (``--out``).
 """
@@ -49,7 +49,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from switch.netns import (
+from switch.device.netns import (
     Netns,
     VethPair,
     call_in_netns,
@@ -59,8 +59,8 @@ from switch.netns import (
     random_suffix,
     read_proc_net_dev,
 )
-from switch.runtime.pcap import PcapWriter
-from switch.runtime.ports import Port, PortSet, disable_offloads
+from switch.device.pcap import PcapWriter
+from switch.device.ports import Port, PortSet, disable_offloads
 
 BUILTIN = "builtin-forwarder"
 SRC_MAC = "02:00:00:00:01:01"

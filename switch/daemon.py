@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
-from switch.runtime.device import Device, Pipeline
 
 log = logging.getLogger("tailfabric.switch")
 
@@ -142,7 +142,7 @@ class SwitchDaemon:
         self.cli: Any = None
         self.loop_thread: threading.Thread | None = None
         if args.queue_rate:
-            from switch.runtime.sscli import parse_rate
+            from switch.device.sscli import parse_rate
 
             rate, unit = parse_rate(args.queue_rate)
             self.device.tm.set_rate(rate, unit=unit)  # every port, also ports made later
@@ -154,8 +154,8 @@ class SwitchDaemon:
         if args.program:
             self.device.commit(load_pipeline(args.program, args.include))
         self._open_ports()
+        from switch.device.control import RuntimeCliServer
         from switch.p4rt.server import P4RuntimeServer
-        from switch.runtime.control import RuntimeCliServer
 
         self.grpc = P4RuntimeServer(self.device, args.grpc_server_addr)
         self.grpc.start()
@@ -168,7 +168,7 @@ class SwitchDaemon:
                  "" if args.program else " (waiting for a pipeline)")  # fmt: skip
 
     def _open_ports(self) -> None:
-        from switch.runtime.ports import PortSet
+        from switch.device.ports import PortSet
 
         self.ports = PortSet()
         for num, ifname in sorted(self.args.ports.items()):
@@ -177,7 +177,7 @@ class SwitchDaemon:
             except OSError as e:
                 raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
         if self.args.pcap is not None:
-            from switch.runtime.pcap import PcapWriter
+            from switch.device.pcap import PcapWriter
 
             d = Path(self.args.pcap)
             d.mkdir(parents=True, exist_ok=True)

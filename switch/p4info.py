@@ -1,6 +1,6 @@
 """P4Info (``p4.config.v1.P4Info``) for a program's control-plane schema, laid out as p4c does.
 
-:func:`build_p4info` turns a :class:`switch.model.ProgramSchema` into the message that
+:func:`build_p4info` turns a :class:`switch.schema.ProgramSchema` into the message that
 ``p4c --arch v1model --p4runtime-files x.p4info.txtpb`` writes, so that a controller written
 against p4c's P4Info (ids, names, aliases, field ids) works unchanged against this target.
 :class:`P4InfoIndex` is the lookup helper the P4Runtime server, the STF runner and controllers
@@ -43,7 +43,7 @@ and the ``testdata/p4_16_samples_outputs/*.p4info.txtpb`` reference outputs):
   order of their tables (p4c emits them while emitting the table) and an action profile's
   ``table_ids`` are sorted by table *name* (p4c keeps them in a ``std::set<cstring>``).
 
-Assumptions about the :class:`~switch.model.ProgramSchema` (the front-end's side of the
+Assumptions about the :class:`~switch.schema.ProgramSchema` (the front-end's side of the
 contract):
 
 * ``actions`` holds exactly the actions p4c lists: those left in the controls after its mid-end
@@ -53,7 +53,7 @@ contract):
 * Compiler-generated ``@hidden`` tables and actions are absent. p4c gives them ids and puts
   them in the alias set although it does not list them; pass their names as
   ``hidden_symbols`` to :func:`build_p4info` if an exact match matters.
-* A :class:`~switch.model.ValueSetSpec` of a plain ``bit<W>`` has one field whose name is
+* A :class:`~switch.schema.ValueSetSpec` of a plain ``bit<W>`` has one field whose name is
   ``""``; a ``bool`` struct member is a 1-bit field (``StructField`` cannot tell it apart).
 """
 
@@ -71,7 +71,7 @@ from google.protobuf import json_format, text_format
 from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from switch.errors import P4Error, RuntimeConfigError
-from switch.model import (
+from switch.schema import (
     ActionProfileSpec,
     ActionRef,
     ActionScope,

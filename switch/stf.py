@@ -38,15 +38,16 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from switch.errors import P4Error, Span, StfError
-from switch.model import ActionCall, KeySpec, MatchKind
-from switch.runtime.errors import StateError
-from switch.runtime.state import SwitchState
-from switch.runtime.tables import Table, TableEntry
-from switch.runtime.validate import prefix_mask
+from switch.pipeline.errors import StateError
+from switch.pipeline.state import SwitchState
+from switch.pipeline.tables import Table, TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.pipeline.validate import prefix_mask
+from switch.schema import ActionCall, KeySpec, MatchKind
 
 
 class StfSwitch(Protocol):
-    """What the runner needs from a switch (``CompiledProgram.new_switch()`` provides it)."""
+    """What the runner needs from a switch (``V1Switch(CompiledProgram)`` provides it)."""
 
     state: SwitchState
 
@@ -657,7 +658,7 @@ class StfRunner:
             )
 
     def _cli(self, c: CliCmd) -> None:
-        from switch.runtime.sscli import run_command
+        from switch.device.sscli import run_command
 
         out = run_command(self.state, None, [c.name, *c.args])
         if out and (self.verbose or c.name.endswith(("_read", "_get", "_get_rates"))):
@@ -973,7 +974,7 @@ def main_stf(
 
     try:
         program = load_program(program_path, tuple(include_dirs))
-        switch = program.new_switch(seed=0)
+        switch = V1Switch(program, seed=0)
     except P4Error as err:
         print(err.render(), file=sys.stderr)
         return 1

@@ -13,7 +13,7 @@ Everything a :class:`NetKit` made is deleted when the test ends, passes or fails
 Ctrl-C or SIGTERM (the handler turns it into ``SystemExit`` so ``finally`` blocks run). Names
 carry a random suffix per kit and the creator's pid, so :func:`cleanup_stale` (run once per
 process before the first kit) removes leftovers of crashed runs and nothing of live ones.
-The building blocks live in :mod:`switch.netns` (the benchmark harness uses them too) and are
+The building blocks live in :mod:`switch.device.netns` (the benchmark harness uses them too) and are
 re-exported here.
 """
 
@@ -28,7 +28,7 @@ from types import FrameType
 
 import pytest
 
-from switch.netns import (
+from switch.device.netns import (
     DEFAULT_PREFIX,
     Netns,
     VethPair,
@@ -44,7 +44,7 @@ from switch.netns import (
     read_if_stat,
     run_in_netns,
 )
-from switch.runtime.offloads import disable_offloads
+from switch.device.offloads import disable_offloads
 
 __all__ = [
     "NET_MARKS",

@@ -1,2 +1,3 @@
-"""Fabric topologies: the multi-plane Clos model (pure data), its scale calculator, and its
-Mininet build with tf-switch / BMv2 switches (``tf-topo``, ``make fabric``)."""
+"""Fabric topologies as data: the multi-plane Clos model (names, ports, micro-SIDs, addresses),
+its scale calculator and each host's network configuration. Modules at this level import
+nothing else of the project and start no processes; :mod:`topologies.emulation` runs them."""

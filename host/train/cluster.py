@@ -4,7 +4,7 @@
 :class:`~host.linkemu.EmuNetwork` with every micro-SID path, and one MRC endpoint per host,
 all in this process. Tests, the training tests and ``--network emu`` experiments use it; the
 fabric runs the same code with one :class:`~host.network.UdpNetwork` per host process
-(:mod:`host.agent`). :func:`job_mrc_config` is the MRC setting DBLP jobs use on both.
+(:mod:`host.train_agent`). :func:`job_mrc_config` is the MRC setting DBLP jobs use on both.
 """
 
 from __future__ import annotations

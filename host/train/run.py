@@ -5,7 +5,7 @@ or for a ring the workers on hosts 0..W−1, each in a thread with its own MRC e
 :class:`~host.train.cluster.EmuCluster`; the server's round hooks play the job's events on
 the emulator. :class:`JobResult` merges the server's and the workers' records into one row
 per round (what ``results/microburst_latency.csv`` holds) and the job summary. The fabric
-runs the same functions in one agent process per host (:mod:`host.agent`).
+runs the same functions in one agent process per host (:mod:`host.train_agent`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Compile a P4-16/v1model program once into fast Python and make switches that run it.
+"""Compile a P4-16/v1model program once into fast Python.
 
 ``load_program(path)`` preprocesses, parses, type-checks and elaborates the program, generates
-one Python module for it and compiles that module to a code object. ``new_switch()`` then makes
-any number of independent switches (each with its own tables and registers) from that one
-compilation, which is how a fabric of many switches pays for compilation only once.
+one Python module for it and compiles that module to a code object. The executor
+(:class:`switch.pipeline.v1model.V1Switch`) then makes any number of independent switches (each
+with its own tables and registers) from that one compilation, which is how a fabric of many
+switches pays for compilation only once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
-from typing import TYPE_CHECKING, Any
 
-from switch import model as M
+from switch import schema as M
 from switch.compile.codegen import CodeGen
 from switch.compile.elaborate import Elaborated, elaborate
 from switch.errors import P4Error
@@ -24,9 +24,6 @@ from switch.lang.lexer import Lexer
 from switch.lang.parser import Parser
 from switch.lang.preprocess import preprocess_file, preprocess_text
 from switch.lang.typecheck import check_program
-
-if TYPE_CHECKING:
-    from switch.arch.v1model import V1Switch
 
 __all__ = ["CompiledProgram", "load_program", "compile_source", "P4Error"]
 
@@ -42,11 +39,6 @@ class CompiledProgram:
     bindings: dict[str, tuple[str, str]]
     elaborated: Elaborated
     fingerprint: str  # sha256 of the preprocessed P4 text
-
-    def new_switch(self, *, seed: int = 0, clock: Any = None) -> V1Switch:
-        from switch.arch.v1model import V1Switch
-
-        return V1Switch(self, seed=seed, clock=clock)
 
 
 def _compile(text: str, filename: str, files: Mapping[str, list[str]]) -> CompiledProgram:

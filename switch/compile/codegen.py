@@ -811,7 +811,7 @@ class CodeGen:
         if kind == "block_apply":
             return self.g_block_apply(e, info, out)
         if kind == "extern_func":
-            from switch.arch.v1model_externs import EXTERN_FUNCTIONS
+            from switch.compile.v1model_externs import EXTERN_FUNCTIONS
 
             emit = EXTERN_FUNCTIONS.get(info.name)
             if emit is None:
@@ -819,7 +819,7 @@ class CodeGen:
                                        "target", e.span)  # fmt: skip
             return emit(self, e, info, out)
         if kind == "extern_method":
-            from switch.arch.v1model_externs import EXTERN_METHODS
+            from switch.compile.v1model_externs import EXTERN_METHODS
 
             emit_m = EXTERN_METHODS.get((info.extern_name, info.name))
             if emit_m is None:

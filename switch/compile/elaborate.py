@@ -3,7 +3,7 @@
 Starting at ``main`` (a ``V1Switch(...)`` instantiation), every parser and control instance gets a
 fully qualified path the way p4c names things in P4Info (``MyIngress``, ``MyIngress.c1``); its
 tables and extern instances get fully qualified names (``MyIngress.ipv4_lpm``), honouring
-``@name`` annotations. The result feeds both the code generator and :mod:`switch.model`.
+``@name`` annotations. The result feeds both the code generator and :mod:`switch.schema`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from switch import model as M
+from switch import schema as M
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from switch.arch import ARCH_DIR
 from switch.errors import PreprocessError, Span
+from switch.p4include import INCLUDE_DIR
 
-SYSTEM_INCLUDE_DIR: str = str(ARCH_DIR)
+SYSTEM_INCLUDE_DIR: str = str(INCLUDE_DIR)
 """Where core.p4 and v1model.p4 live; searched last for both kinds of ``#include``."""
 
 MAX_INCLUDE_DEPTH = 64

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
-from switch.model import ActionCall, ActionScope, KeySpec, MatchKind, StructField
 from switch.p4rt.bytestrings import decode_sint, decode_uint, encode_sint, encode_uint
 from switch.p4rt.pipeline_view import PipelineView, TableView
 from switch.p4rt.status import INVALID_ARGUMENT, PERMISSION_DENIED, P4RTError
-from switch.runtime.trtcm import MeterConfig
-from switch.runtime.validate import prefix_mask
+from switch.pipeline.trtcm import MeterConfig
+from switch.pipeline.validate import prefix_mask
+from switch.schema import ActionCall, ActionScope, KeySpec, MatchKind, StructField
 
 FieldMatch = p4runtime_pb2.FieldMatch
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
+from switch.device.device import Device
 from switch.p4rt.arbitration import DEFAULT_ROLE, Arbiter
 from switch.p4rt.codec import encode_struct
 from switch.p4rt.pipeline_view import PipelineView
-from switch.runtime.device import Device
-from switch.runtime.state import DigestConfig, SwitchState
+from switch.pipeline.state import DigestConfig, SwitchState
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from switch.p4rt.status import (
     P4RTError,
 )
 from switch.p4rt.target import Target
-from switch.runtime.state import DigestConfig
+from switch.pipeline.state import DigestConfig
 
 INSERT = p4runtime_pb2.Update.INSERT
 MODIFY = p4runtime_pb2.Update.MODIFY

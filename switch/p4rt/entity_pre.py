@@ -17,7 +17,7 @@ from p4.v1 import p4runtime_pb2
 from switch.p4rt.bytestrings import decode_uint
 from switch.p4rt.status import INVALID_ARGUMENT, NOT_FOUND, P4RTError
 from switch.p4rt.target import Target
-from switch.runtime.pre import CloneSession, Replica
+from switch.pipeline.pre import CloneSession, Replica
 
 INSERT = p4runtime_pb2.Update.INSERT
 MODIFY = p4runtime_pb2.Update.MODIFY

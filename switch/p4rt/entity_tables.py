@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 from p4.v1 import p4runtime_pb2
 
-from switch.model import ActionCall
 from switch.p4rt.codec import (
     decode_action,
     decode_counter_data,
@@ -37,8 +36,9 @@ from switch.p4rt.status import (
     P4RTError,
 )
 from switch.p4rt.target import Target
-from switch.runtime.tables import Table, TableEntry
-from switch.runtime.trtcm import MeterCell, MeterConfig
+from switch.pipeline.tables import Table, TableEntry
+from switch.pipeline.trtcm import MeterCell, MeterConfig
+from switch.schema import ActionCall
 
 INSERT = p4runtime_pb2.Update.INSERT
 MODIFY = p4runtime_pb2.Update.MODIFY

@@ -23,10 +23,11 @@ from p4.v1 import p4runtime_pb2
 
 from switch.compile import CompiledProgram
 from switch.compile.package import load_device_config
+from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
 from switch.p4rt.pipeline_view import PipelineMismatch, PipelineView, build_view
 from switch.p4rt.status import INVALID_ARGUMENT, NOT_FOUND, P4RTError, as_p4rt_error
-from switch.runtime.device import Device, Pipeline
+from switch.pipeline.v1model import V1Switch
 
 Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetRequest = p4runtime_pb2.GetForwardingPipelineConfigRequest
@@ -47,7 +48,7 @@ def verify(config: p4runtime_pb2.ForwardingPipelineConfig) -> tuple[Pipeline, Pi
     except PipelineMismatch as err:
         raise P4RTError(INVALID_ARGUMENT, str(err)) from None
     try:
-        program.new_switch()
+        V1Switch(program)
     except Exception as err:  # the runtime refuses the program (e.g. an unsupported table)
         e = as_p4rt_error(err)
         raise P4RTError(INVALID_ARGUMENT, f"the program cannot run: {e.message}") from None

@@ -16,7 +16,8 @@ from typing import Any
 
 from p4.config.v1 import p4info_pb2
 
-from switch.model import (
+from switch.p4rt.status import INVALID_ARGUMENT, P4RTError
+from switch.schema import (
     ActionProfileSpec,
     ActionScope,
     ActionSpec,
@@ -30,7 +31,6 @@ from switch.model import (
     TableSpec,
     ValueSetSpec,
 )
-from switch.p4rt.status import INVALID_ARGUMENT, P4RTError
 
 MATCH_TYPES = {
     MatchKind.EXACT: p4info_pb2.MatchField.EXACT,

@@ -21,8 +21,8 @@ from types import TracebackType
 import grpc
 from p4.v1 import p4runtime_pb2_grpc
 
+from switch.device.device import Device, PacketInHook
 from switch.p4rt.service import P4RuntimeService
-from switch.runtime.device import Device, PacketInHook
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_ADDRESS = "127.0.0.1:9559"

@@ -1,4 +1,4 @@
-"""The ``p4.v1.P4Runtime`` gRPC service of one :class:`~switch.runtime.device.Device`.
+"""The ``p4.v1.P4Runtime`` gRPC service of one :class:`~switch.device.device.Device`.
 
 RPC-level checks follow the specification, in its order: an unknown ``device_id`` is NOT_FOUND
 (as is a role no stream ever arbitrated for); a ``Write`` or ``SetForwardingPipelineConfig`` from
@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from switch.device.device import Device, Pipeline
 from switch.p4rt.arbitration import Arbiter, election_id
 from switch.p4rt.digests import DigestEngine
 from switch.p4rt.entities import apply_update, read_entity
@@ -44,8 +45,7 @@ from switch.p4rt.status import (
 )
 from switch.p4rt.streams import CLOSE, Abort, StreamHandler, StreamSession, stream_error
 from switch.p4rt.target import Extras, Target
-from switch.runtime.device import Device, Pipeline
-from switch.runtime.state import SwitchState
+from switch.pipeline.state import SwitchState
 
 log = logging.getLogger(__name__)
 

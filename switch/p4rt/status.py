@@ -15,7 +15,7 @@ from p4.v1 import p4runtime_pb2
 
 from switch.errors import P4Error
 from switch.p4info import P4InfoLookupError
-from switch.runtime.errors import StateError
+from switch.pipeline.errors import StateError
 
 OK = code_pb2.OK
 UNKNOWN = code_pb2.UNKNOWN

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from switch.model import ActionCall
 from switch.p4rt.pipeline_view import PipelineView
-from switch.runtime.pre import Replica
-from switch.runtime.state import SwitchState
+from switch.pipeline.pre import Replica
+from switch.pipeline.state import SwitchState
+from switch.schema import ActionCall
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from switch.bench_net import main, run_benchmark
-from switch.netns import list_netns
+from switch.device.netns import list_netns
 from tests.netkit import NET_MARKS
 
 pytestmark = [

@@ -16,9 +16,9 @@ import pytest
 
 from tests.net.test_fabric_mininet import _options, assert_nothing_left
 from tests.netkit import NET_MARKS
-from topologies import cleanup
-from topologies.bringup import bring_up
-from topologies.fabricnet import FabricNetOptions
+from topologies.emulation import cleanup
+from topologies.emulation.bringup import bring_up
+from topologies.emulation.fabricnet import FabricNetOptions
 from topologies.model import FabricSpec, build_fabric
 
 pytestmark = [
@@ -46,7 +46,7 @@ def test_teardown_leaves_nothing(tmp_path: Path) -> None:
 
 
 def _tf_topo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "topologies.emulation.cli", *args], capture_output=True,
                           text=True, timeout=timeout)  # fmt: skip
 
 
@@ -85,7 +85,7 @@ def _stand_in_bmv2(bindir: Path) -> None:
     py = sys.executable
     scripts = {
         "simple_switch_grpc": f'exec {py} -m switch.daemon "$@"',
-        "simple_switch_CLI": f'exec {py} -m switch.runtime.control --wait 5 "$@"',
+        "simple_switch_CLI": f'exec {py} -m switch.device.control --wait 5 "$@"',
         # p4c-bm2-ss --p4runtime-files P4INFO -o OUT SRC
         "p4c-bm2-ss": f'exec {py} -m switch.cli compile "$5" -o "$4" --p4info "$2"',
     }

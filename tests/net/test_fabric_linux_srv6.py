@@ -21,9 +21,10 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from switch.compile import load_program
-from switch.model import ActionCall
-from switch.netns import NetnsError, write_sysctl
-from switch.runtime.tables import TableEntry
+from switch.device.netns import NetnsError, write_sysctl
+from switch.pipeline.tables import TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.schema import ActionCall
 from tests.netkit import NET_MARKS, NetKit
 
 pytestmark = NET_MARKS
@@ -76,7 +77,7 @@ def cases() -> list[tuple[str, bytes]]:
 
 
 def through_the_program(frames: list[bytes]) -> list[bytes | None]:
-    sw = load_program(P4).new_switch()
+    sw = V1Switch(load_program(P4))
     sw.state.table("my_sid").insert(TableEntry((((BLOCK << 96) | (MY_USID << 80), 48),),
                                                action=ActionCall("FabricIngress.usid_un")))  # fmt: skip
     sw.state.table("routes").insert(TableEntry(((BLOCK << 96, 32),),

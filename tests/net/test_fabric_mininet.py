@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from tests.netkit import NET_MARKS
-from topologies import cleanup
-from topologies.bringup import BringUp, bring_up
-from topologies.fabricnet import FabricNetOptions
-from topologies.mnfabric import SwitchOptions
+from topologies.emulation import cleanup
+from topologies.emulation.bringup import BringUp, bring_up
+from topologies.emulation.fabricnet import FabricNetOptions
+from topologies.emulation.mnfabric import SwitchOptions
 from topologies.model import FabricSpec, build_fabric
 
 pytestmark = [

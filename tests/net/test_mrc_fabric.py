@@ -1,7 +1,7 @@
 """MRC across a real fabric: a plane fails under a stream of messages and nothing is lost.
 
 Brings up 2 planes x (2 leaves + 1 spine) with one host per leaf (6 tf-switch processes),
-runs ``host.fabric_run`` in the two hosts' namespaces (the runner the experiments use), fails
+runs ``host.stream_agent`` in the two hosts' namespaces (the runner the experiments use), fails
 plane 1 through the controller while h1 streams messages to h2, and checks that every message
 arrived, in order, that delivery went on after the failure, and that MRC marked the failed
 plane's EV ASSUMED_BAD. About 10 s.
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from host.fabric_run import HostProcess, RunSpec, busy_reason, host_args, own_fabric
+from experiments.hosts import HostProcess
+from host.stream_agent import RunSpec, host_args
 from tests.netkit import NET_MARKS
-from topologies.bringup import BringUp
+from topologies.emulation.bringup import BringUp, busy_reason, own_fabric
 from topologies.model import FabricSpec
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""tests.netkit / switch.netns: namespaces and veths are made as asked and always removed."""
+"""tests.netkit / switch.device.netns: namespaces and veths are made as asked and always removed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from switch.netns import IFNAMSIZ, list_netns, read_proc_net_dev
+from switch.device.netns import IFNAMSIZ, list_netns, read_proc_net_dev
 from tests.netkit import (
     NET_MARKS,
     NetKit,
@@ -64,7 +64,7 @@ def test_host_side_settings(netkit: NetKit) -> None:
 
 
 def test_offloads_are_off(netkit: NetKit) -> None:
-    from switch.runtime.offloads import active_features
+    from switch.device.offloads import active_features
 
     ns = netkit.netns("h")
     pair = netkit.veth("s1", "h1", ns_b=ns)

@@ -1,4 +1,4 @@
-"""switch.runtime.ports on real veths: frames in and out of namespaces, counters, pcap."""
+"""switch.device.ports on real veths: frames in and out of namespaces, counters, pcap."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.sendrecv import sendp
 from scapy.utils import rdpcap
 
-from switch.runtime.pcap import PcapWriter, port_pcap_paths
-from switch.runtime.ports import Port, PortSet
+from switch.device.pcap import PcapWriter, port_pcap_paths
+from switch.device.ports import Port, PortSet
 from tests.netkit import NET_MARKS, NetKit, add_address, add_neighbor, call_in_netns
 
 pytestmark = NET_MARKS

@@ -128,11 +128,11 @@ def test_tf_switch_forwards_with_a_pipeline_pushed_over_p4runtime(
         assert got[IPv6].hlim == 63
         assert bytes(got[UDP].payload) == b"hello through tf-switch"
 
-        cli = subprocess.run([sys.executable, "-m", "switch.runtime.control", "--thrift-port",
+        cli = subprocess.run([sys.executable, "-m", "switch.device.control", "--thrift-port",
                               str(cli_port), "table_num_entries", "ipv6_lpm"],
                              capture_output=True, text=True, timeout=30)  # fmt: skip
         assert cli.returncode == 0 and cli.stdout.strip() == "1", cli.stderr
-        bad = subprocess.run([sys.executable, "-m", "switch.runtime.control", "--thrift-port",
+        bad = subprocess.run([sys.executable, "-m", "switch.device.control", "--thrift-port",
                               str(cli_port), "set_queue_rat", "5"],
                              capture_output=True, text=True, timeout=30)  # fmt: skip
         assert bad.returncode == 1 and "did you mean 'set_queue_rate'" in bad.stderr

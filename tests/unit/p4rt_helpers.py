@@ -16,9 +16,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from switch.compile.package import load_device_config, make_device_config
+from switch.device.device import Device
 from switch.p4info import P4InfoIndex, build_p4info
 from switch.p4rt import P4RuntimeServer
-from switch.runtime.device import Device
 
 FULL_P4 = Path(__file__).resolve().parents[1] / "p4rt" / "p4rt_full.p4"
 CPU_PORT = 255

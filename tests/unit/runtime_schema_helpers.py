@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from switch.model import (
+from switch.schema import (
     ActionCall,
     ActionRef,
     ActionScope,

@@ -36,9 +36,9 @@ from controller.server import ControlServer, RequestError, parse_request
 from controller.telemetry import BurstRecord
 from host.wire import DATA_HEADER_BYTES
 from switch.compile.package import load_device_config, make_device_config
+from switch.device.device import Device
 from switch.p4info import p4info_text
 from switch.p4rt import P4RuntimeServer
-from switch.runtime.device import Device
 from tests.unit.p4rt_helpers import DataPath
 from topologies.model import Fabric, FabricSpec, build_fabric
 

@@ -30,10 +30,10 @@ from controller.routes import desired_entities
 from controller.schema import Schema, load_p4info, pipeline_cookie
 from controller.switches import SwitchSession
 from switch.compile.package import load_device_config, make_device_config
+from switch.device.device import Device
+from switch.device.sscli import run_command
 from switch.p4info import build_p4info, p4info_text
 from switch.p4rt import P4RuntimeServer
-from switch.runtime.device import Device
-from switch.runtime.sscli import run_command
 from tests.unit.p4rt_helpers import DataPath
 from topologies.model import FabricSpec, build_fabric, usid_address
 

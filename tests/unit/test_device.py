@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from switch.compile.package import load_device_config, make_device_config
-from switch.model import ActionCall
+from switch.device.device import Device, Pipeline
+from switch.device.sscli import CliError, run_command
 from switch.p4info import build_p4info
-from switch.runtime.device import Device, Pipeline
-from switch.runtime.sscli import CliError, run_command
-from switch.runtime.tables import TableEntry
+from switch.pipeline.tables import TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.schema import ActionCall
 
 PROG = Path(__file__).resolve().parents[1] / "p4" / "cpu_port.p4"
 ETH = bytes.fromhex("020000000001" "020000000002" "0800") + b"payload"
@@ -161,7 +162,7 @@ def test_runtime_cli_server_runs_commands_and_survives_bad_requests(
 ) -> None:
     import socket
 
-    from switch.runtime.control import RuntimeCliClient, RuntimeCliServer, main
+    from switch.device.control import RuntimeCliClient, RuntimeCliServer, main
 
     dev, _ = device
     srv = RuntimeCliServer(dev, port=0).start()
@@ -209,7 +210,7 @@ def test_bmv2_json_device_config_is_refused_with_a_clear_message() -> None:
 def test_cli_table_add_takes_simple_switch_cli_syntax() -> None:
     from switch.compile import load_program
 
-    sw = load_program(Path(__file__).resolve().parents[2] / "p4" / "ipv6_router.p4").new_switch()
+    sw = V1Switch(load_program(Path(__file__).resolve().parents[2] / "p4" / "ipv6_router.p4"))
     out = run_command(sw.state, None, "table_add ipv6_lpm ipv6_forward 2001:db8::/32 => "
                                       "00:00:00:00:00:02 3")
     assert "handle 0" in out

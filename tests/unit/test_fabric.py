@@ -22,14 +22,14 @@ from scapy.layers.inet6 import TCP, UDP, IPv6, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from switch.arch.v1model import V1Switch
 from switch.compile import load_program
 from switch.compile.package import load_device_config, make_device_config
-from switch.model import ActionCall
+from switch.device.device import Device, Pipeline
+from switch.device.sscli import run_command
 from switch.p4info import build_p4info, read_p4info
-from switch.runtime.device import Device, Pipeline
-from switch.runtime.sscli import run_command
-from switch.runtime.tables import TableEntry
+from switch.pipeline.tables import TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.schema import ActionCall
 
 ROOT = Path(__file__).resolve().parents[2]
 P4 = ROOT / "p4" / "fabric.p4"
@@ -56,7 +56,7 @@ class Fabric:
         self.program = load_program(P4)
 
     def new_switch(self, seed: int = 0) -> V1Switch:
-        return self.program.new_switch(seed=seed)
+        return V1Switch(self.program, seed=seed)
 
     def __repr__(self) -> str:
         return "<fabric.p4>"

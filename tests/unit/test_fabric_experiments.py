@@ -7,22 +7,18 @@ import pathlib
 import pytest
 
 from experiments import collisions, failover
+from experiments.hosts import read_running_state
 from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, FabricParams, own_fabric, percentile
 from host.errors import FabricNotRunning
-from host.fabric_run import (
+from host.mrc.config import fabric_config
+from host.mrc.emulated import (
     BASE_RTT_PACKETS,
     RTO_INITIAL_PACKETS,
     TARGET_QDELAY_PACKETS,
-    RecvRow,
-    RunSpec,
-    _missing,
     emulated_fabric_config,
-    host_args,
     packet_time_us,
-    parse_args,
-    read_running_state,
 )
-from host.mrc.config import fabric_config
+from host.stream_agent import RecvRow, RunSpec, _missing, host_args, parse_args
 from topologies.model import FabricSpec, build_fabric
 
 

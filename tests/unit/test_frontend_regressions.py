@@ -10,6 +10,7 @@ import pytest
 
 from switch.compile import compile_source
 from switch.errors import P4Error
+from switch.pipeline.v1model import V1Switch
 
 TAIL = """
 parser P(packet_in p, out H h, inout M m, inout standard_metadata_t sm) {
@@ -107,7 +108,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 
 def test_digest_fields_are_read_at_the_end_of_ingress_as_bmv2_does() -> None:
-    sw = compile_source(DIGEST_TIMING, "digest_timing.p4").new_switch()
+    sw = V1Switch(compile_source(DIGEST_TIMING, "digest_timing.p4"))
     assert sw.process(0, b"\x09") == [(1, b"\x09")]
     # one learn list per packet (the last call wins), read when ingress ends; egress ignored
     assert list(sw.state.digests) == [("d_t", (2, 7))]
@@ -117,6 +118,6 @@ def test_digest_fields_are_read_at_the_end_of_ingress_as_bmv2_does() -> None:
 def test_a_list_digest_keeps_the_values_of_the_call() -> None:
     src = DIGEST_TIMING.replace("digest<d_t>(1, meta.d);              // a field reference: read "
                                 "when ingress ends", "")
-    sw = compile_source(src, "digest_list.p4").new_switch()
+    sw = V1Switch(compile_source(src, "digest_list.p4"))
     sw.process(0, b"\x09")
     assert [v for _, v in sw.state.digests] == [(5, 9)]

@@ -20,6 +20,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Dot1Q, Ether
 
 from switch.compile import CompiledProgram, load_program
+from switch.pipeline.v1model import V1Switch
 
 PROG = Path(__file__).resolve().parents[1] / "p4" / "passthrough_stacks.p4"
 
@@ -62,7 +63,7 @@ def _mutate(rng: random.Random, frame: bytes) -> bytes:
 
 
 def test_ten_thousand_random_and_mutated_frames(program: CompiledProgram) -> None:
-    sw = program.new_switch(seed=1)
+    sw = V1Switch(program, seed=1)
     rng = random.Random(20261129)
     seeds = _seeds()
     for i in range(10_000):
@@ -76,7 +77,7 @@ def test_ten_thousand_random_and_mutated_frames(program: CompiledProgram) -> Non
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_any_bytes_round_trip(data: bytes) -> None:
-    sw = load_program_cached().new_switch()
+    sw = V1Switch(load_program_cached())
     assert sw.process(3, data) == [(1, data)]
 
 

@@ -10,7 +10,23 @@ import pytest
 from google.protobuf import json_format, text_format
 from p4.config.v1 import p4info_pb2
 
-from switch.model import (
+from switch.p4info import (
+    P4INFO_TEXT_HEADER,
+    P4InfoError,
+    P4InfoIndex,
+    P4InfoLookupError,
+    Prefix,
+    build_p4info,
+    compute_ids,
+    jenkins_one_at_a_time,
+    make_id,
+    p4info_text,
+    read_p4info,
+    render_annotation,
+    shortest_unique_suffixes,
+    write_p4info,
+)
+from switch.schema import (
     ActionCall,
     ActionProfileSpec,
     ActionRef,
@@ -34,22 +50,6 @@ from switch.model import (
     StructField,
     TableSpec,
     ValueSetSpec,
-)
-from switch.p4info import (
-    P4INFO_TEXT_HEADER,
-    P4InfoError,
-    P4InfoIndex,
-    P4InfoLookupError,
-    Prefix,
-    build_p4info,
-    compute_ids,
-    jenkins_one_at_a_time,
-    make_id,
-    p4info_text,
-    read_p4info,
-    render_annotation,
-    shortest_unique_suffixes,
-    write_p4info,
 )
 
 

@@ -9,12 +9,12 @@ from p4.v1 import p4runtime_pb2
 from p4rt_helpers import aid, full_config, full_p4info, tid
 
 from switch.compile.package import load_device_config
-from switch.model import ActionCall
 from switch.p4rt.bytestrings import decode_sint, decode_uint, encode_sint, encode_uint
 from switch.p4rt.codec import decode_action, decode_match, encode_action, encode_match
 from switch.p4rt.entity_tables import pack_cookie, unpack_cookie
 from switch.p4rt.pipeline_view import PipelineView, build_view
 from switch.p4rt.status import INVALID_ARGUMENT, OUT_OF_RANGE, PERMISSION_DENIED, P4RTError
+from switch.schema import ActionCall
 
 FM = p4runtime_pb2.FieldMatch
 

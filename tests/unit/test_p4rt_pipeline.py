@@ -24,8 +24,8 @@ from p4rt_helpers import (
 )
 
 from switch.compile.package import load_device_config, make_device_config
+from switch.device.device import Pipeline
 from switch.p4info import build_p4info
-from switch.runtime.device import Pipeline
 
 SFP = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GFP = p4runtime_pb2.GetForwardingPipelineConfigRequest

@@ -15,9 +15,9 @@ import pytest
 from p4rt_helpers import CPU_PORT, DEVICE_ID, DataPath, full_config, packet
 
 from switch.compile.package import load_device_config
+from switch.device.device import Device
 from switch.p4info import write_p4info
 from switch.p4rt import P4RuntimeServer
-from switch.runtime.device import Device
 
 sh = pytest.importorskip("p4runtime_sh.shell")
 p4rt = pytest.importorskip("p4runtime_sh.p4runtime")

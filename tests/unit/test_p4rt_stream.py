@@ -21,8 +21,8 @@ from p4rt_helpers import (
     update,
 )
 
+from switch.device.device import Device
 from switch.p4rt import P4RuntimeServer
-from switch.runtime.device import Device
 
 OK, ALREADY_EXISTS, NOT_FOUND = code_pb2.OK, code_pb2.ALREADY_EXISTS, code_pb2.NOT_FOUND
 

@@ -1,4 +1,4 @@
-"""Classic pcap files from switch.runtime.pcap: scapy and tcpdump read them back."""
+"""Classic pcap files from switch.device.pcap: scapy and tcpdump read them back."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from scapy.layers.inet6 import UDP, IPv6
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
-from switch.runtime.pcap import (
+from switch.device.pcap import (
     GLOBAL_HEADER,
     PcapWriter,
     PortCaptures,

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from runtime_schema_helpers import ACTIONS, EXACT, fwd, table
 
-from switch.model import (
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.externs import Counter, DirectCounter, DirectMeter, Meter, Register
+from switch.pipeline.tables import Table, TableEntry
+from switch.pipeline.trtcm import GREEN, RED, YELLOW, MeterConfig
+from switch.schema import (
     CounterSpec,
     CounterUnit,
     DirectCounterSpec,
@@ -14,10 +18,6 @@ from switch.model import (
     MeterUnit,
     RegisterSpec,
 )
-from switch.runtime.errors import Code, StateError
-from switch.runtime.externs import Counter, DirectCounter, DirectMeter, Meter, Register
-from switch.runtime.tables import Table, TableEntry
-from switch.runtime.trtcm import GREEN, RED, YELLOW, MeterConfig
 
 
 def test_counter_counts_packets_and_bytes() -> None:

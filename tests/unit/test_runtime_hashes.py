@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from switch.runtime.errors import Code, StateError
-from switch.runtime.hashes import (
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.hashes import (
     CrcConfig,
     compute_hash,
     crc,

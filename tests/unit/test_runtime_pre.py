@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from switch.runtime.errors import Code, StateError
-from switch.runtime.pre import CloneSession, PacketReplicationEngine, Replica
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.pre import CloneSession, PacketReplicationEngine, Replica
 
 
 def test_node_handles_start_at_zero_and_reuse_the_lowest_free() -> None:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 from runtime_schema_helpers import ACTIONS, REFS, fwd
 
-from switch.model import ActionCall, ActionProfileSpec
-from switch.runtime.errors import Code, StateError
-from switch.runtime.profiles import ActionProfile
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.profiles import ActionProfile
+from switch.schema import ActionCall, ActionProfileSpec
 
 
 def profile(size: int = 8, with_selector: bool = True) -> ActionProfile:

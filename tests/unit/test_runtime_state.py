@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from runtime_schema_helpers import ACTIONS, EXACT, SELECTOR, fwd, table
 
-from switch.model import (
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.pre import Replica
+from switch.pipeline.state import DigestConfig, SwitchState
+from switch.pipeline.tables import TableEntry
+from switch.pipeline.trtcm import YELLOW
+from switch.schema import (
     ActionCall,
     ActionProfileSpec,
     CounterSpec,
@@ -18,11 +23,6 @@ from switch.model import (
     StructField,
     ValueSetSpec,
 )
-from switch.runtime.errors import Code, StateError
-from switch.runtime.pre import Replica
-from switch.runtime.state import DigestConfig, SwitchState
-from switch.runtime.tables import TableEntry
-from switch.runtime.trtcm import YELLOW
 
 
 def schema() -> ProgramSchema:

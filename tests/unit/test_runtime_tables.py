@@ -15,12 +15,12 @@ from runtime_schema_helpers import (
     table,
 )
 
-from switch.model import ActionCall, ActionProfileSpec, ConstEntry, MatchKind
-from switch.runtime.errors import Code, StateError
-from switch.runtime.hashes import compute_hash, pack_bits
-from switch.runtime.profiles import ActionProfile
-from switch.runtime.tables import CACHE_LIMIT, Table, TableEntry
-from switch.runtime.trtcm import MeterConfig
+from switch.pipeline.errors import Code, StateError
+from switch.pipeline.hashes import compute_hash, pack_bits
+from switch.pipeline.profiles import ActionProfile
+from switch.pipeline.tables import CACHE_LIMIT, Table, TableEntry
+from switch.pipeline.trtcm import MeterConfig
+from switch.schema import ActionCall, ActionProfileSpec, ConstEntry, MatchKind
 
 
 def make(*key_specs: tuple[str, int, MatchKind], **kw: object) -> Table:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from switch import stf as stf_module
 from switch.errors import ParseError, Span, StfError
-from switch.model import (
+from switch.pipeline.state import SwitchState
+from switch.schema import (
     ActionCall,
     ActionProfileSpec,
     ActionRef,
@@ -26,7 +28,6 @@ from switch.model import (
     RegisterSpec,
     TableSpec,
 )
-from switch.runtime.state import SwitchState
 from switch.stf import (
     AddCmd,
     CheckCounterCmd,
@@ -588,9 +589,9 @@ def _fake_compiler(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[
     class Program:
         schema = SCHEMA
 
-        def new_switch(self, seed: int = 0) -> FakeSwitch:
-            calls.append(("new_switch", seed))
-            return FakeSwitch()
+    def new_switch(program: Program, seed: int = 0) -> FakeSwitch:
+        calls.append(("new_switch", seed))
+        return FakeSwitch()
 
     def load_program(path: str, include_dirs: tuple[str, ...] = (),
                      defines: object = None) -> Program:
@@ -602,6 +603,7 @@ def _fake_compiler(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[
     module = types.ModuleType("switch.compile")
     module.load_program = load_program  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "switch.compile", module)
+    monkeypatch.setattr(stf_module, "V1Switch", new_switch)
     return calls
 
 

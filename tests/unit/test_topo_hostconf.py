@@ -6,6 +6,13 @@ import ipaddress
 
 import pytest
 
+from topologies.emulation.mnfabric import (
+    FabricNetError,
+    SwitchOptions,
+    check_names,
+    port_mac,
+    switch_argv,
+)
 from topologies.hostconf import (
     GATEWAY,
     HOST_SYSCTLS,
@@ -14,13 +21,6 @@ from topologies.hostconf import (
     ip_batch,
     plane_prefix,
     shell_script,
-)
-from topologies.mnfabric import (
-    FabricNetError,
-    SwitchOptions,
-    check_names,
-    port_mac,
-    switch_argv,
 )
 from topologies.model import FabricSpec, build_fabric, port_ifname
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from topologies import cleanup, probe
-from topologies.cli import main
+from topologies.emulation import cleanup, probe
+from topologies.emulation.cli import main
+from topologies.emulation.swlaunch import SwitchLauncher
 from topologies.model import Fabric, FabricSpec, TopologyError, build_fabric
-from topologies.swlaunch import SwitchLauncher
 
 
 def test_plan_covers_every_ordered_pair_on_every_plane_and_spine() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topologies.cli import main
+from topologies.emulation.cli import main
 from topologies.model import TopologyError
 from topologies.scale import ScaleSpec, clos, max_hosts, scale, tiers_for
 

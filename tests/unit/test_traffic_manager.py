@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from switch.runtime.tm import TrafficManager
+from switch.device.tm import TrafficManager
 
 
 def test_tail_drop_at_the_default_depth_of_64() -> None:

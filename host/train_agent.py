@@ -1,0 +1,245 @@
+"""The per-host process of a DBLP training job on a fabric: ``python -m host.train_agent``.
+
+An experiment driver starts one agent per host inside the host's network namespace
+(``mnexec -a <host pid>``, the pid from ``results/fabric/state.json``)::
+
+    python -m host.train_agent --topology results/fabric/topology.json --job JOB.json \\
+        --host h1 --role server --workers h2,h3,h4 --out DIR
+    python -m host.train_agent --topology ... --job JOB.json --host h2 --role worker --rank 0 \\
+        --server h1 --out DIR
+    python -m host.train_agent --topology ... --job JOB.json --host h1 --role ring --rank 0 \\
+        --ring h1,h2,h3,h4 --out DIR
+
+Each agent opens an MRC endpoint on the host's plane NICs (the micro-SID EVs of the topology,
+:func:`~host.train.cluster.job_mrc_config` ``("fabric")``), connects (worker, ring) or accepts
+(server), and runs the job. It writes its records as JSON lines to ``DIR/<host>.jsonl``
+(:mod:`host.train.records`) and talks JSON lines on stdout:
+
+* ``{"event": "ready"}`` once its endpoint is open; ``{"event": "round", ...}`` per server
+  round; ``{"event": "done", "total_s": ...}`` at the end;
+* ``{"event": "request", "id": N, "action": "burst" | "clear_burst" | "fail_plane" |
+  "restore_plane", "value": V}`` (server only: the job's network events at round
+  boundaries); the agent waits until the driver answers ``{"ack": N}`` on stdin (the
+  network has been changed) or ``{"abort": "why"}``;
+* ``{"event": "error", "message": ...}`` and exit status 2 when the job fails (a peer that
+  disappeared makes its round fail after ``peer_timeout_s``; a silent driver after
+  :data:`REQUEST_TIMEOUT_S`).
+
+Nothing read from stdin or the network is unpickled or evaluated (JSON only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from host.collectives import (
+    ParameterServer,
+    PsWorker,
+    RingAllReduce,
+    accept_workers,
+    connect_ring,
+    connect_worker,
+    job_fingerprint,
+)
+from host.dblp.errors import DblpError
+from host.dblp.phase import PhaseController
+from host.errors import TransportError
+from host.mrc import Endpoint
+from host.network import UdpNetwork
+from host.paths import RouteTable, fabric_nics, host_id
+from host.train.cluster import job_dblp_config, job_mrc_config
+from host.train.job import JobSpec, JobSpecError
+from host.train.loop import (
+    EventHooks,
+    NetworkActions,
+    ServerRecord,
+    WorkerRound,
+    gradient_spec,
+    serve,
+    train_worker,
+)
+from host.train.records import to_line
+from topologies.model import Fabric, TopologyError
+
+REQUEST_TIMEOUT_S = 120.0
+ROLES = ("server", "worker", "ring")
+
+
+class AgentError(Exception):
+    """The agent cannot run (bad arguments, the driver went away or refused a request)."""
+
+
+class Console:
+    """JSON lines on stdout; answers from the driver on stdin (one reader thread)."""
+
+    def __init__(self, out: IO[str] = sys.stdout, inp: IO[str] = sys.stdin) -> None:
+        self._out = out
+        self._inp = inp
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def emit(self, event: str, **fields: Any) -> None:
+        with self._lock:
+            self._out.write(json.dumps({"event": event, **fields}) + "\n")
+            self._out.flush()
+
+    def request(self, action: str, value: float) -> None:
+        """Ask the driver to change the network; return once it has.
+
+        Raises:
+            AgentError: the driver refused, went away or said nothing in time.
+        """
+        self._next += 1
+        rid = self._next
+        self.emit("request", id=rid, action=action, value=value)
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self._inp.readline()), daemon=True)
+        reader.start()
+        reader.join(REQUEST_TIMEOUT_S)
+        if not box or not box[0]:
+            raise AgentError(f"the driver did not answer request {rid} ({action})")
+        try:
+            answer = json.loads(box[0])
+        except json.JSONDecodeError as e:
+            raise AgentError(f"the driver answered request {rid} with non-JSON") from e
+        if not isinstance(answer, dict) or answer.get("ack") != rid:
+            raise AgentError(f"request {rid} ({action}) refused: {answer!r:.200}")
+
+
+class PipeActions(NetworkActions):
+    """Network events as requests to the driver (which runs the controller)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def burst(self, loss_pct: float) -> None:
+        self.console.request("burst", loss_pct)
+
+    def clear_burst(self) -> None:
+        self.console.request("clear_burst", 0.0)
+
+    def fail_plane(self, plane: int) -> None:
+        self.console.request("fail_plane", plane)
+
+    def restore_plane(self, plane: int) -> None:
+        self.console.request("restore_plane", plane)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m host.train_agent", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topology", required=True, help="the fabric's topology JSON")
+    ap.add_argument("--job", required=True, help="the job description (JSON file)")
+    ap.add_argument("--host", required=True, help="this host's name (h1, h2, ...)")
+    ap.add_argument("--role", required=True, choices=ROLES)
+    ap.add_argument("--rank", type=int, default=0, help="worker / ring rank")
+    ap.add_argument("--server", default="h1", help="worker: the server's host")
+    ap.add_argument("--workers", default="", help="server: the workers' hosts, in rank order")
+    ap.add_argument("--ring", default="", help="ring: every rank's host, in rank order")
+    ap.add_argument("--out", required=True, help="directory for <host>.jsonl")
+    return ap
+
+
+def _hosts(fabric: Fabric, names: str) -> list[int]:
+    return [host_id(fabric, n) for n in names.split(",") if n]
+
+
+def run(args: argparse.Namespace, console: Console) -> float:
+    """Run this host's part of the job; the wall time of its rounds.
+
+    Raises:
+        AgentError, JobSpecError, TopologyError, DblpError, TransportError.
+    """
+    fabric = Fabric.load(args.topology)
+    job = JobSpec.from_json(pathlib.Path(args.job).read_text())
+    me = host_id(fabric, args.host)
+    out_dir = pathlib.Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records = (out_dir / f"{args.host}.jsonl").open("w")
+    cfg = job_dblp_config("fabric", peer_timeout_s=job.peer_timeout_s)
+    fp = job_fingerprint(job.to_json())
+    endpoint = Endpoint(UdpNetwork(fabric_nics(fabric, args.host)), me,
+                        RouteTable.from_fabric(fabric, args.host), job_mrc_config("fabric"))  # fmt: skip
+
+    def write(rec: object) -> None:
+        records.write(to_line(rec) + "\n")
+        records.flush()
+
+    try:
+        console.emit("ready", host=args.host, role=args.role)
+        if args.role == "server":
+            return _serve(job, endpoint, _hosts(fabric, args.workers), fp, cfg, console, write)
+        if args.role == "worker":
+            link = connect_worker(endpoint, host_id(fabric, args.server), args.rank, fp, cfg,
+                                  job.setup_timeout_s)  # fmt: skip
+            worker = PsWorker(link)
+            try:
+                res = train_worker(job, args.rank, worker.allreduce, evaluate=args.rank == 0,
+                                   on_round=write)  # fmt: skip
+            finally:
+                worker.close()
+        else:
+            hosts = _hosts(fabric, args.ring)
+            to_next, from_prev = connect_ring(endpoint, args.rank, hosts, fp, cfg,
+                                              job.setup_timeout_s)  # fmt: skip
+            ring = RingAllReduce(args.rank, len(hosts), to_next, from_prev,
+                                 PhaseController(job.policy, job.phase))  # fmt: skip
+            try:
+                res = train_worker(job, args.rank, ring.allreduce, evaluate=args.rank == 0,
+                                   on_round=write)  # fmt: skip
+            finally:
+                ring.close()
+        for ev in res.evals:
+            write(ev)
+        return res.total_s
+    finally:
+        endpoint.close()
+        records.close()
+
+
+def _serve(job: JobSpec, endpoint: Endpoint, workers: list[int], fp: bytes, cfg: Any,
+           console: Console, write: Any) -> float:  # fmt: skip
+    if len(workers) != job.workers:
+        raise AgentError(f"the job has {job.workers} workers, --workers names {len(workers)}")
+    spec = gradient_spec(job)
+    links = accept_workers(endpoint, set(range(job.workers)), fp, cfg, job.setup_timeout_s)
+    for rank, link in links.items():
+        if link.peer != workers[rank]:
+            raise AgentError(f"rank {rank} connected from host {link.peer}, expected {workers[rank]}")
+    server = ParameterServer(links, PhaseController(job.policy, job.phase),
+                             EventHooks(job, PipeActions(console)))  # fmt: skip
+
+    def note(rec: ServerRecord) -> None:
+        write(rec)
+        console.emit("round", round=rec.round, bound=rec.loss_bound,
+                     latency_ms=round(rec.gather_ms + rec.broadcast_ms, 3),
+                     delivered_fraction=round(rec.delivered_fraction, 4))  # fmt: skip
+
+    try:
+        recs = serve(job, server, spec, note)
+    finally:
+        server.close()
+    return recs[-1].wall_s if recs else 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        total = run(args, console)
+    except (AgentError, JobSpecError, TopologyError, DblpError, TransportError, OSError) as e:
+        console.emit("error", host=args.host, message=f"{type(e).__name__}: {e}")
+        return 2
+    console.emit("done", host=args.host, total_s=total)
+    return 0
+
+
+__all__ = ["AgentError", "Console", "PipeActions", "WorkerRound", "main", "run"]
+
+if __name__ == "__main__":
+    sys.exit(main())

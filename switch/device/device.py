@@ -1,0 +1,347 @@
+"""One switch device: its pipeline (program + P4Info + state), traffic manager and CPU port.
+
+The P4Runtime server and the daemon's packet loop share a :class:`Device`. Every change of
+forwarding state and every pipeline pass happens under ``device.lock``; the data path holds it
+per batch of packets, so control-plane writes land between batches and never half-way through
+a packet.
+
+Packet flow: :meth:`Device.receive` runs ingress and enqueues into the traffic manager;
+:meth:`Device.service_queues` dequeues what the port rates allow, runs egress and returns the
+frames to transmit. Frames for the CPU port become PacketIn messages (the ``packet_in``
+controller header is cut off and decoded); PacketOut messages enter ingress on the CPU port with
+a ``packet_out`` header built from their metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from switch.compile import CompiledProgram
+from switch.device.tm import TrafficManager
+from switch.pipeline.state import SwitchState
+from switch.pipeline.v1model import EgressJob, InstanceType, V1Switch
+from switch.schema import ControllerHeaderSpec
+
+PacketInHook = Callable[[bytes, dict[int, int]], None]
+
+
+@dataclass
+class Pipeline:
+    """A committed (or saved) forwarding pipeline."""
+
+    program: CompiledProgram
+    p4info: Any  # p4.config.v1.P4Info
+    device_config: bytes
+    cookie: int
+
+
+@dataclass
+class DeviceCounters:
+    rx: int = 0
+    tx: int = 0
+    to_cpu: int = 0
+    from_cpu: int = 0
+    no_pipeline_drops: int = 0
+    malformed_packet_out: int = 0
+
+
+def _encode_header(spec: ControllerHeaderSpec, values: dict[int, int]) -> bytes:
+    acc = 0
+    total = 0
+    for i, f in enumerate(spec.fields, start=1):
+        v = values.get(i, 0) & ((1 << f.width) - 1)
+        acc = (acc << f.width) | v
+        total += f.width
+    return acc.to_bytes(total // 8, "big")
+
+
+def _decode_header(spec: ControllerHeaderSpec, data: bytes) -> tuple[dict[int, int], bytes] | None:
+    total = sum(f.width for f in spec.fields)
+    n = total // 8
+    if len(data) < n:
+        return None
+    acc = int.from_bytes(data[:n], "big")
+    values: dict[int, int] = {}
+    shift = total
+    for i, f in enumerate(spec.fields, start=1):
+        shift -= f.width
+        values[i] = (acc >> shift) & ((1 << f.width) - 1)
+    return values, data[n:]
+
+
+class Wakeup:
+    """Wakes the data-path loop from another thread (a PacketOut, a config change).
+
+    ``set()`` writes a byte to a pipe the loop polls; ``is_set()``/``wait()`` also make it usable
+    like a ``threading.Event`` where no loop polls it.
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._event = threading.Event()
+
+    def fileno(self) -> int:
+        return self._r
+
+    def set(self) -> None:
+        self._event.set()
+        try:
+            os.write(self._w, b"x")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full: the loop will wake up anyway
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def clear(self) -> None:
+        self._event.clear()
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Device:
+    """A switch: pipeline lifecycle, traffic manager, CPU port and packet I/O hooks."""
+
+    def __init__(self, device_id: int = 1, cpu_port: int | None = None, *,
+                 priority_queues: int = 1, queue_depth: int = 64, seed: int = 0,
+                 clock: Callable[[], int] | None = None) -> None:  # fmt: skip
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.seed = seed
+        self.lock = threading.RLock()
+        self.pipeline: Pipeline | None = None
+        self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
+        self.switch: V1Switch | None = None
+        self.tm = TrafficManager(priority_queues, queue_depth)
+        self.counters = DeviceCounters()
+        self.on_packet_in: PacketInHook | None = None
+        self.on_pipeline_change: Callable[[], None] | None = None
+        self._start_ns = time.monotonic_ns()
+        self._clock = clock
+        self.wakeup = Wakeup()  # set when work arrives from the control plane
+        self._ready: list[tuple[int, bytes]] = []  # frames egress produced, not yet handed out
+
+    # -- time --------------------------------------------------------------------------
+
+    def now_us(self) -> int:
+        """Microseconds since the switch started (the v1model timestamps' clock)."""
+        if self._clock is not None:
+            return self._clock()
+        return (time.monotonic_ns() - self._start_ns) // 1000
+
+    # -- pipeline ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> SwitchState | None:
+        return self.switch.state if self.switch is not None else None
+
+    @property
+    def program(self) -> CompiledProgram | None:
+        return self.pipeline.program if self.pipeline is not None else None
+
+    def commit(self, pipeline: Pipeline, keep_state: bool = False) -> None:
+        """Make ``pipeline`` the running one; forwarding state starts empty unless kept."""
+        with self.lock:
+            old = self.switch
+            sw = V1Switch(pipeline.program, seed=self.seed, clock=self.now_us)
+            if keep_state and old is not None:
+                _carry_state(old.state, sw.state)
+            self.switch = sw
+            self.pipeline = pipeline
+        if self.on_pipeline_change is not None:
+            self.on_pipeline_change()
+
+    # -- packet path -------------------------------------------------------------------
+
+    def receive(self, port: int, data: bytes) -> int:
+        """Ingress for a frame received on ``port``; returns how many packets were queued."""
+        sw = self.switch
+        self.counters.rx += 1
+        if sw is None:
+            self.counters.no_pipeline_drops += 1
+            return 0
+        sw.counters.received += 1
+        now = self.now_us()
+        return self._enqueue(sw.ingress_pass(port, data, now=now), now)
+
+    def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
+        """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
+        sw = self.switch
+        if sw is None or self.cpu_port is None:
+            self.counters.no_pipeline_drops += 1
+            return 0
+        spec = _controller_header(sw.program, "packet_out")
+        data = payload if spec is None else _encode_header(spec, metadata) + payload
+        self.counters.from_cpu += 1
+        n = self._enqueue(sw.ingress_pass(self.cpu_port, data))
+        self.wakeup.set()
+        return n
+
+    def _enqueue(self, jobs: list[EgressJob], now: int | None = None) -> int:
+        """Queue the packets ingress produced; returns how many were accepted.
+
+        Cut-through: a packet for a port whose queues are empty and whose rate is unlimited
+        would leave at once anyway, so it goes straight through egress (enq_qdepth and
+        deq_timedelta 0), saving the queue round trip on the common path.
+        """
+        n = 0
+        if now is None:
+            now = self.now_us()
+        tm = self.tm
+        ts = now & 0xFFFFFFFF
+        for job in jobs:
+            pq = tm.ports.get(job.port)
+            if (pq is not None and not pq.rate_pps and not pq.rate_bps and job.priority < tm.nq
+                    and not any(pq.queues)):  # fmt: skip
+                pq.enqueued += 1
+                pq.dequeued += 1
+                job.sm.f_enq_timestamp = ts
+                job.sm.f_enq_qdepth = 0
+                self._egress(job, (ts, 0, 0, 0), now)
+                n += 1
+                continue
+            job.nbytes = len(job.payload) + 64
+            depth = tm.enqueue(job.port, job.priority, job, now)
+            if depth is not None:
+                job.sm.f_enq_timestamp = ts
+                job.sm.f_enq_qdepth = depth
+                n += 1
+        return n
+
+    def _egress(self, job: EgressJob, info: tuple[int, int, int, int], now: int) -> None:
+        sw = self.switch
+        assert sw is not None
+        sent, clones, recircs = sw.egress_pass(job, info, now)
+        if sent:
+            self._ready.extend(sent)
+        if clones:
+            self._enqueue(clones, now)
+        for _p, data, saver in recircs:
+            self._enqueue(sw.ingress_pass(0, data, InstanceType.RECIRC, saver, job.passes + 1))
+
+    def service_queues(self, limit: int = 64) -> list[tuple[int, bytes]]:
+        """Dequeue what the port rates allow, run egress, return frames to transmit."""
+        sw = self.switch
+        if sw is None:
+            return []
+        now = self.now_us()
+        for _port, job, enq_us, deq_depth in self.tm.dequeue_ready(now, limit):
+            info = (enq_us & 0xFFFFFFFF, job.sm.f_enq_qdepth, (now - enq_us) & 0xFFFFFFFF,
+                    deq_depth)  # fmt: skip
+            self._egress(job, info, now)
+        frames, self._ready = self._ready, []
+        cpu = self.cpu_port
+        if cpu is None or not any(port == cpu for port, _ in frames):
+            self.counters.tx += len(frames)
+            return frames
+        out: list[tuple[int, bytes]] = []
+        for port, data in frames:
+            if port == cpu:
+                self._to_cpu(data)
+            else:
+                out.append((port, data))
+        self.counters.tx += len(out)
+        return out
+
+    def _to_cpu(self, data: bytes) -> None:
+        self.counters.to_cpu += 1
+        hook = self.on_packet_in
+        if hook is None or self.switch is None:
+            return
+        spec = _controller_header(self.switch.program, "packet_in")
+        if spec is None:
+            hook(data, {})
+            return
+        decoded = _decode_header(spec, data)
+        if decoded is None:
+            return
+        values, payload = decoded
+        hook(payload, values)
+
+    def next_departure_us(self) -> float | None:
+        """When the data path must run again to send something (None: nothing pending)."""
+        if self._ready:
+            return float(self.now_us())
+        return self.tm.next_departure_us()
+
+
+def _controller_header(program: CompiledProgram, name: str) -> ControllerHeaderSpec | None:
+    for h in program.schema.controller_headers:
+        if h.name == name:
+            return h
+    return None
+
+
+def _carry_state(old: SwitchState, new: SwitchState) -> None:
+    """RECONCILE_AND_COMMIT: keep every piece of state that still fits the new pipeline.
+
+    Action profiles first (indirect entries refer to their members and groups), then table
+    entries with their direct counters, indexed counters/meters/registers of the same size,
+    value sets, the replication engine and digest configuration. What no longer validates
+    (a removed table, a changed key) is dropped, as the P4Runtime spec allows.
+    """
+    from switch.errors import P4Error
+
+    def keep(fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except P4Error:
+            pass
+
+    for name, prof in old.action_profiles.items():
+        np = new.action_profiles.get(name)
+        if np is None:
+            continue
+        for mid, call in prof.members.items():
+            keep(np.insert_member, mid, call)
+        for gid, grp in prof.groups.items():
+            keep(np.insert_group, gid, dict(grp.members), grp.max_size)
+    for name, t in old.tables.items():
+        nt = new.tables.get(name)
+        if nt is None or nt.spec.is_const:
+            continue
+        for e in t.entries():
+            if not e.is_const:
+                keep(nt.insert, e)
+        if t.default != t.spec.default_action and not nt.spec.const_default_action:
+            keep(nt.set_default, t.default)
+    for name, c in old.counters.items():
+        nc = new.counters.get(name)
+        if nc is not None and nc.size == c.size:
+            nc.packets, nc.bytes = list(c.packets), list(c.bytes)
+    for name, m in old.meters.items():
+        nm = new.meters.get(name)
+        if nm is not None and nm.size == m.size:
+            nm.cells = list(m.cells)
+    for name, r in old.registers.items():
+        nr = new.registers.get(name)
+        if nr is not None and nr.spec.size == r.spec.size and nr.spec.width == r.spec.width:
+            nr.values = list(r.values)
+    for name, vs in old.value_sets.items():
+        nv = new.value_sets.get(name)
+        if nv is not None:
+            keep(nv.set_members, vs.members)
+    for name, cfg in old.digest_config.items():
+        if name in new.digest_config:
+            new.digest_config[name] = cfg
+    new.pre = old.pre

@@ -1,0 +1,428 @@
+"""The one place that turns a topology model into Mininet nodes and running switches.
+
+* :class:`FabricIntf` -- a Mininet interface that configures nothing itself: MACs are set when
+  the veth pair is made, and everything else is applied in one batch per node.
+* :class:`FabricHost` -- a Mininet host (its own network namespace) with one NIC per plane,
+  configured by one script (:mod:`topologies.hostconf`): addresses, routes, static neighbours,
+  sysctls, offloads off.
+* :class:`P4Switch` -- a P4 switch process in the root namespace on the Mininet interfaces;
+  :class:`TfSwitch` runs ``tf-switch`` (through the fork server of :mod:`topologies.emulation.swlaunch`,
+  or as its own program), :class:`Bmv2Switch` runs BMv2's ``simple_switch_grpc``. Both start
+  with no program (``--no-p4``); the controller pushes the pipeline over P4Runtime.
+* :func:`build_mininet` -- hosts, switches and links of a :class:`~topologies.model.Fabric`.
+
+Names, ports and MACs come from the model: host ``h1``'s NIC ``p`` is ``h1-eth<p>``, switch
+port ``n`` of ``p0l0`` is ``p0l0-eth<n>`` (:func:`~topologies.model.port_ifname`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mininet.net import Mininet
+from mininet.node import Host, Switch
+
+# mininet.link.Intf is untyped; subclassing it is the intended extension point
+from mininet.link import Intf  # isort: skip
+
+from topologies import hostconf
+from topologies.emulation.swlaunch import SwitchLauncher, exec_switch
+from topologies.model import Fabric, port_ifname
+from topologies.model import Switch as SwitchModel
+
+IFNAMSIZ = 16
+CPU_PORT = 255
+BMV2_BINARY = "simple_switch_grpc"
+BMV2_CLI = "simple_switch_CLI"
+TARGETS = ("tf", "bmv2")
+LAUNCH_MODES = ("fork", "exec")
+ASSUMED_PACKET_BYTES = 1500  # BMv2's queue rate is in packets/s: link rate / full frames
+
+
+class FabricNetError(RuntimeError):
+    """The fabric cannot be built or a switch did not come up (the message says why)."""
+
+
+@dataclass(frozen=True)
+class SwitchOptions:
+    """How every switch process of a fabric is started."""
+
+    target: str = "tf"
+    """``tf`` (tailfabric's ``tf-switch``) or ``bmv2`` (``simple_switch_grpc`` on PATH)."""
+    launch: str = "fork"
+    """tf only: ``fork`` (fork server, fast start) or ``exec`` (one ``python -m switch.daemon``)."""
+    python: str = sys.executable
+    """The interpreter with the project installed (``exec`` and the fork server)."""
+    log_dir: str = "results/fabric/logs"
+    """``<switch>.log`` per switch (``--log-console`` output)."""
+    pcap_dir: str | None = None
+    """Write ``<ifname>_in.pcap`` / ``<ifname>_out.pcap`` per port here (None: no capture)."""
+    log_level: str = "info"
+    link_mbps: float = 100.0
+    """Egress queue drain rate of every port: the emulated link capacity."""
+    queue_depth: int = 64
+    """Egress queue capacity in packets."""
+    bmv2_binary: str = BMV2_BINARY
+
+    def validate(self) -> None:
+        if self.target not in TARGETS:
+            raise FabricNetError(f"unknown target '{self.target}': use one of {', '.join(TARGETS)}")
+        if self.launch not in LAUNCH_MODES:
+            raise FabricNetError(f"unknown launch mode '{self.launch}': use one of "
+                                 f"{', '.join(LAUNCH_MODES)}")  # fmt: skip
+        if self.target == "bmv2" and shutil.which(self.bmv2_binary) is None:
+            raise FabricNetError(f"TARGET=bmv2 needs BMv2's {self.bmv2_binary} on PATH, and it "
+                                 "is not there: install behavioral-model (p4lang/behavioral-model) "
+                                 "with its gRPC server, or use TARGET=tf (tailfabric's own "
+                                 "tf-switch)")  # fmt: skip
+        if self.link_mbps <= 0 or self.queue_depth < 1:
+            raise FabricNetError("link_mbps and queue_depth must be positive")
+
+
+class FabricIntf(Intf):  # type: ignore[misc]
+    """An interface that leaves its configuration to the node's batch (no ``ifconfig`` calls)."""
+
+    def config(self, **params: Any) -> dict[str, Any]:
+        return {}
+
+
+class FabricHost(Host):  # type: ignore[misc]
+    """A host with one NIC per plane, configured by :func:`configure_hosts` (not by Mininet)."""
+
+    def config(self, **params: Any) -> dict[str, Any]:
+        return {}
+
+
+class P4Switch(Switch):  # type: ignore[misc]
+    """A P4 switch process in the root namespace, ports = this node's Mininet interfaces.
+
+    The process starts with no program and serves P4Runtime on ``127.0.0.1:<grpc_port>`` and
+    its runtime CLI on ``thrift_port``; :meth:`stop` ends it (idempotent).
+    """
+
+    target: ClassVar[str] = ""
+
+    def __init__(self, name: str, *, model: SwitchModel, options: SwitchOptions,
+                 launcher: SwitchLauncher | None = None, **params: Any) -> None:  # fmt: skip
+        self.model = model
+        self.options = options
+        self.launcher = launcher
+        self.process: subprocess.Popen[bytes] | None = None
+        self.switch_pid: int | None = None
+        params["inNamespace"] = False
+        super().__init__(name, dpid=f"{model.device_id:016x}", **params)
+
+    # -- command line -------------------------------------------------------------------
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.model.grpc_port}"
+
+    @property
+    def log_path(self) -> str:
+        return str(Path(self.options.log_dir) / f"{self.name}.log")
+
+    def argv(self) -> list[str]:
+        """The switch's arguments (without the program name): :func:`switch_argv`."""
+        return switch_argv(self.model, self.options)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        """Start the process without waiting for it (see :func:`wait_switches_ready`)."""
+        raise NotImplementedError
+
+    def configure_queues(self) -> None:
+        """Set the link rate and queue depth after start, where the command line cannot."""
+
+    def alive(self) -> bool:
+        pid = self.switch_pid
+        if pid is None:
+            return False
+        if self.process is not None:
+            return self.process.poll() is None
+        return _pid_alive(pid)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
+        pid, self.switch_pid = self.switch_pid, None
+        if pid is not None:
+            _terminate(pid, self.process)
+        self.process = None
+        super().stop(deleteIntfs)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+class TfSwitch(P4Switch):
+    """tailfabric's ``tf-switch`` (module ``switch.daemon``), link capacity = its queue rate."""
+
+    target = "tf"
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        if self.launcher is not None and self.options.launch == "fork":
+            self.launcher.request(self.name, self.argv(), self.log_path)
+        else:
+            cmd = [self.options.python, "-m", "switch.daemon", *self.argv()]
+            self.process = exec_switch(cmd, self.log_path)
+            self.switch_pid = self.process.pid
+
+
+class Bmv2Switch(P4Switch):
+    """BMv2's ``simple_switch_grpc``; queue rate (packets/s) and depth set over its CLI."""
+
+    target = "bmv2"
+
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        self.process = exec_switch([self.options.bmv2_binary, *self.argv()], self.log_path)
+        self.switch_pid = self.process.pid
+
+    def configure_queues(self) -> None:
+        o = self.options
+        pps = max(1, round(o.link_mbps * 1e6 / (8 * ASSUMED_PACKET_BYTES)))
+        cli = shutil.which(BMV2_CLI)
+        if cli is None:
+            raise FabricNetError(f"{BMV2_CLI} is not on PATH: cannot set the queue rate of "
+                                 f"{self.name}")  # fmt: skip
+        script = f"set_queue_rate {pps}\nset_queue_depth {o.queue_depth}\n"
+        proc = subprocess.run([cli, "--thrift-port", str(self.model.thrift_port)], input=script,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        # simple_switch_CLI reports a failed command on stdout and still exits 0
+        if proc.returncode != 0 or "error" in proc.stdout.lower():
+            raise FabricNetError(f"{self.name}: {BMV2_CLI} failed: "
+                                 f"{(proc.stderr or proc.stdout).strip()}")  # fmt: skip
+
+
+SWITCH_CLASSES: dict[str, type[P4Switch]] = {"tf": TfSwitch, "bmv2": Bmv2Switch}
+
+
+def switch_argv(model: SwitchModel, options: SwitchOptions) -> list[str]:
+    """A switch's command line after the program name (simple_switch_grpc's syntax).
+
+    Both targets: ``-i PORT@IFNAME`` per port, device id, runtime CLI port, console log,
+    optional pcap directory, ``--no-p4``, then the target options ``--grpc-server-addr`` and
+    ``--cpu-port``. tf-switch also gets the queue rate (the emulated link capacity) and depth;
+    BMv2 gets them over its CLI (:meth:`Bmv2Switch.configure_queues`).
+    """
+    o = options
+    args: list[str] = []
+    for port in sorted(model.ports):
+        args += ["-i", f"{port}@{port_ifname(model.name, port)}"]
+    args += ["--device-id", str(model.device_id), "--thrift-port", str(model.thrift_port),
+             "--log-console"]  # fmt: skip
+    if o.pcap_dir:
+        args += ["--pcap", o.pcap_dir]
+    if o.target == "tf":
+        args += ["-L", o.log_level, "--queue-rate", f"{o.link_mbps:g}mbps",
+                 "--queue-depth", str(o.queue_depth)]  # fmt: skip
+    else:
+        args += ["--log-level", o.log_level]
+    return [*args, "--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{model.grpc_port}",
+            "--cpu-port", str(CPU_PORT)]  # fmt: skip
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _terminate(pid: int, process: subprocess.Popen[bytes] | None, grace_s: float = 2.0) -> None:
+    terminate_all([(pid, process)], grace_s)
+
+
+def terminate_all(procs: Sequence[tuple[int, subprocess.Popen[bytes] | None]],
+                  grace_s: float = 2.0) -> None:  # fmt: skip
+    """SIGTERM every process at once, wait up to ``grace_s`` for all, then SIGKILL the rest."""
+    for pid, _proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+
+    def alive(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+        return proc.poll() is None if proc is not None else _pid_alive(pid)
+
+    left = list(procs)
+    while left and time.monotonic() < deadline:
+        left = [(pid, proc) for pid, proc in left if alive(pid, proc)]
+        if left:
+            time.sleep(0.01)
+    for pid, proc in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait()
+
+
+def check_names(fabric: Fabric) -> None:
+    """Every interface name fits Linux's limit (15 characters)."""
+    for s in fabric.switches:
+        for port in s.ports:
+            name = port_ifname(s.name, port)
+            if len(name) >= IFNAMSIZ:
+                raise FabricNetError(f"interface name {name} is longer than {IFNAMSIZ - 1} "
+                                     "characters")  # fmt: skip
+
+
+def port_mac(switch: SwitchModel, port: int) -> str:
+    """A locally administered MAC for one switch port: ``06:<device id>:<port>``."""
+    d = switch.device_id
+    return f"06:{d >> 16 & 0xff:02x}:{d >> 8 & 0xff:02x}:{d & 0xff:02x}:{port >> 8 & 0xff:02x}:{port & 0xff:02x}"
+
+
+@dataclass
+class MininetFabric:
+    """A built (not yet started) Mininet network of a fabric and its typed node lists."""
+
+    net: Mininet
+    hosts: list[FabricHost] = field(default_factory=list)
+    switches: list[P4Switch] = field(default_factory=list)
+
+
+def build_mininet(fabric: Fabric, options: SwitchOptions,
+                  launcher: SwitchLauncher | None = None) -> MininetFabric:  # fmt: skip
+    """Hosts, switches (not started) and veth links of ``fabric`` in a new Mininet.
+
+    Raises:
+        FabricNetError: bad options (unknown target, BMv2 missing) or an interface name too long.
+    """
+    options.validate()
+    check_names(fabric)
+    cls = SWITCH_CLASSES[options.target]
+    net = Mininet(topo=None, controller=None, host=FabricHost, switch=cls, intf=FabricIntf,
+                  build=False, autoSetMacs=False, autoStaticArp=False, cleanup=False)  # fmt: skip
+    out = MininetFabric(net)
+    try:
+        for h in fabric.hosts:
+            out.hosts.append(net.addHost(h.name, cls=FabricHost, ip=None))
+        for s in fabric.switches:
+            out.switches.append(net.addSwitch(s.name, cls=cls, model=s, options=options,
+                                              launcher=launcher))  # fmt: skip
+        for h in fabric.hosts:
+            for nic in h.nics:
+                leaf = fabric.switch(nic.leaf)
+                net.addLink(h.name, nic.leaf, port1=nic.plane, port2=nic.leaf_port,
+                            intfName1=nic.ifname, intfName2=port_ifname(nic.leaf, nic.leaf_port),
+                            addr1=nic.mac, addr2=port_mac(leaf, nic.leaf_port))  # fmt: skip
+        for link in fabric.links:
+            if link.a_port == 0:
+                continue  # host links are above
+            a, b = fabric.switch(link.a), fabric.switch(link.b)
+            net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port,
+                        intfName1=port_ifname(link.a, link.a_port),
+                        intfName2=port_ifname(link.b, link.b_port),
+                        addr1=port_mac(a, link.a_port), addr2=port_mac(b, link.b_port))  # fmt: skip
+        net.build()
+    except BaseException:
+        teardown(out)
+        raise
+    return out
+
+
+def switch_ifnames(fabric: Fabric) -> list[str]:
+    return [port_ifname(s.name, port) for s in fabric.switches for port in sorted(s.ports)]
+
+
+def configure_switch_ports(fabric: Fabric) -> None:
+    """Root-namespace ends: IPv6 off (no NDP/MLD of the kernel's own), offloads off, up."""
+    names = switch_ifnames(fabric)
+    for name in names:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
+    off = [a for f in hostconf.ETHTOOL_OFF for a in (f, "off")]
+    procs = [subprocess.Popen(["ethtool", "-K", n, *off], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for n in names]  # fmt: skip
+    errors = []
+    for n, p in zip(names, procs):
+        _out, err = p.communicate()
+        if p.returncode != 0:
+            errors.append(f"{n}: {err.decode().strip()}")
+    batch = "".join(f"link set dev {n} up\n" for n in names)
+    proc = subprocess.run(["ip", "-batch", "-"], input=batch, capture_output=True, text=True)
+    if proc.returncode != 0:
+        errors.append(proc.stderr.strip())
+    if errors:
+        raise FabricNetError("configuring switch ports failed: " + "; ".join(errors))
+
+
+def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str) -> None:
+    """Run every host's :func:`topologies.hostconf.shell_script` in its namespace, in parallel."""
+    hosts = list(hosts)
+    Path(script_dir).mkdir(parents=True, exist_ok=True)
+    for h in hosts:
+        path = Path(script_dir) / f"{h.name}.sh"
+        path.write_text(hostconf.shell_script(hostconf.host_config(fabric, h.name)))
+        h.sendCmd(f"sh {path} 2>&1; echo tf-status=$?")
+    errors = []
+    for h in hosts:
+        out = h.waitOutput()
+        status = out.strip().rsplit("tf-status=", 1)
+        if len(status) != 2 or status[1].strip() != "0":
+            errors.append(f"{h.name}: {out.strip()}")
+    if errors:
+        raise FabricNetError("configuring hosts failed:\n" + "\n".join(errors))
+
+
+def wait_switches_ready(switches: Sequence[P4Switch], timeout_s: float = 30.0) -> None:
+    """Block until every switch serves gRPC; a switch that died or stays silent is an error."""
+    import socket
+
+    pending = {s.name: s for s in switches}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        for name, s in list(pending.items()):
+            if not s.alive():
+                raise FabricNetError(f"switch {name} exited while starting; its log "
+                                     f"({s.log_path}):\n{s.log_tail()}")  # fmt: skip
+            try:
+                with socket.create_connection(("127.0.0.1", s.model.grpc_port), timeout=0.05):
+                    del pending[name]
+            except OSError:
+                pass
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            s = next(iter(pending.values()))
+            raise FabricNetError(f"switches {', '.join(pending)} did not serve gRPC within "
+                                 f"{timeout_s:g} s; log of {s.name}:\n{s.log_tail()}")  # fmt: skip
+        time.sleep(0.01)
+
+
+def teardown(mf: MininetFabric) -> None:
+    """Stop switches, hosts and links quickly and completely (idempotent).
+
+    Switch processes first (they hold the root-side ports), then host shells (their namespaces
+    and every veth with an end inside go with them), then the remaining switch-to-switch veths
+    in one ``ip -batch``, then the switches' Mininet shells.
+    """
+    running = [(s.switch_pid, s.process) for s in mf.switches if s.switch_pid is not None]
+    terminate_all(running)  # type: ignore[arg-type]
+    for s in mf.switches:
+        s.switch_pid, s.process = None, None
+    for h in mf.hosts:
+        with contextlib.suppress(Exception):
+            h.terminate()
+    names = [intf.name for s in mf.switches for intf in s.intfList() if intf.name != "lo"]
+    existing = [n for n in names if Path(f"/sys/class/net/{n}").exists()]
+    if existing:
+        batch = "".join(f"link del dev {n}\n" for n in existing)
+        subprocess.run(["ip", "-force", "-batch", "-"], input=batch, capture_output=True, text=True)
+    for s in mf.switches:
+        with contextlib.suppress(Exception):
+            s.terminate()
