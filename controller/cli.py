@@ -54,10 +54,16 @@ def serve_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tf-ctl serve", description="Run the fabric controller.")
     ap.add_argument("--topology", required=True, help="topology JSON (tf-topo / topologies)")
     ap.add_argument("--p4info", required=True, help="P4Info of the pipeline (text or binary)")
-    ap.add_argument("--config", required=True,
-                    help="device config to push (tf-p4 compile output, or p4c's BMv2 JSON)")
-    ap.add_argument("--no-push", action="store_true",
-                    help="keep the switches' pipeline; reconcile their entries")
+    ap.add_argument(
+        "--config",
+        required=True,
+        help="device config to push (tf-p4 compile output, or p4c's BMv2 JSON)",
+    )
+    ap.add_argument(
+        "--no-push",
+        action="store_true",
+        help="keep the switches' pipeline; reconcile their entries",
+    )
     ap.add_argument("--port", type=int, default=0, help="command port on 127.0.0.1 (0: any)")
     ap.add_argument("--results", default=None, help="results directory (default: results)")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -69,8 +75,9 @@ def serve(argv: Sequence[str]) -> int:
     from controller.server import ControlServer
 
     args = serve_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="tf-ctl: %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="tf-ctl: %(message)s"
+    )
     results = args.results or results_dir_default()
     stop = threading.Event()
 
@@ -80,8 +87,9 @@ def serve(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     fabric = load_topology(args.topology)
-    with FabricController(fabric, args.p4info, args.config, results_dir=results,
-                          resume=args.no_push) as ctl:  # fmt: skip
+    with FabricController(
+        fabric, args.p4info, args.config, results_dir=results, resume=args.no_push
+    ) as ctl:
         ctl.connect()
         if not args.no_push:
             ctl.push_pipeline()
@@ -89,8 +97,11 @@ def serve(argv: Sequence[str]) -> int:
         ctl.start_telemetry()
         with ControlServer(ctl, args.port, topology=str(Path(args.topology).resolve())) as srv:
             times = ", ".join(f"{k} {v:.2f} s" for k, v in ctl.timings_s.items())
-            print(f"tf-ctl: {len(ctl.sessions)} switches ready ({times}); serving on "
-                  f"127.0.0.1:{srv.port}", flush=True)  # fmt: skip
+            print(
+                f"tf-ctl: {len(ctl.sessions)} switches ready ({times}); serving on "
+                f"127.0.0.1:{srv.port}",
+                flush=True,
+            )
             stop.wait()
     print("tf-ctl: stopped", flush=True)
     return EXIT_OK
@@ -126,12 +137,13 @@ def topology_for(results_dir: str, given: str | None) -> str:
     default = Path(results_dir) / DEFAULT_TOPOLOGY
     if default.exists():
         return str(default)
-    raise CommandError("no running tf-ctl serve and no topology: pass --topology T (or start "
-                       "the fabric, which records it in results/fabric/state.json)")  # fmt: skip
+    raise CommandError(
+        "no running tf-ctl serve and no topology: pass --topology T (or start "
+        "the fabric, which records it in results/fabric/state.json)"
+    )
 
 
-def run_direct(argv: list[str], results_dir: str, topology: str | None,
-               out: object = None) -> str:  # fmt: skip
+def run_direct(argv: list[str], results_dir: str, topology: str | None, out: object = None) -> str:
     """Run one command with a short-lived controller of our own (no server)."""
     from controller.fabric import FabricController
 
@@ -149,8 +161,14 @@ def run_direct(argv: list[str], results_dir: str, topology: str | None,
         return text
 
 
-def run_line(argv: list[str], results_dir: str | None = None, *, topology: str | None = None,
-             direct: bool = False, out: object = None) -> str:  # fmt: skip
+def run_line(
+    argv: list[str],
+    results_dir: str | None = None,
+    *,
+    topology: str | None = None,
+    direct: bool = False,
+    out: object = None,
+) -> str:
     """Send ``argv`` to the running server, or run it directly when none answers."""
     results = results_dir or results_dir_default()
     if argv[:1] == ["help"]:
@@ -165,8 +183,7 @@ def run_line(argv: list[str], results_dir: str | None = None, *, topology: str |
     return run_direct(argv, results, topology, out)
 
 
-def mininet_command(line: str, *, results_dir: str | None = None,
-                    controller: object = None) -> str:  # fmt: skip
+def mininet_command(line: str, *, results_dir: str | None = None, controller: object = None) -> str:
     """For the Mininet CLI: run ``line`` (e.g. ``"fail plane 1"``) and return the text to
     print; errors come back as ``"error: ..."`` and never raise.
 
@@ -200,10 +217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts, rest = split_global(argv)
         if not rest or rest[0] in ("-h", "--help"):
             rest = ["help"]
-        text = run_line(rest, opts.get("--results") or None,  # type: ignore[arg-type]
-                        topology=opts.get("--topology") or None,  # type: ignore[arg-type]
-                        direct=bool(opts.get("--direct")),
-                        out=lambda s: print(s, flush=True))  # fmt: skip
+        text = run_line(
+            rest,
+            opts.get("--results") or None,  # type: ignore[arg-type]
+            topology=opts.get("--topology") or None,  # type: ignore[arg-type]
+            direct=bool(opts.get("--direct")),
+            out=lambda s: print(s, flush=True),
+        )
     except CommandError as e:
         print(f"tf-ctl: {e}", file=sys.stderr)
         return EXIT_USAGE if str(e).startswith("usage:") else EXIT_FAILED

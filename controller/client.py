@@ -34,16 +34,23 @@ def find_server(results_dir: str | Path) -> ServerInfo | None:
     path = Path(results_dir) / SERVER_STATE
     try:
         doc = json.loads(path.read_text())
-        return ServerInfo(str(doc["host"]), int(doc["port"]),
-                          int(doc["pid"]) if doc.get("pid") is not None else None,
-                          doc.get("topology"))  # fmt: skip
+        return ServerInfo(
+            str(doc["host"]),
+            int(doc["port"]),
+            int(doc["pid"]) if doc.get("pid") is not None else None,
+            doc.get("topology"),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def send_command(argv: Sequence[str], results_dir: str | Path = "results", *,
-                 out: Callable[[str], None] | None = None,
-                 timeout_s: float | None = None) -> str:  # fmt: skip
+def send_command(
+    argv: Sequence[str],
+    results_dir: str | Path = "results",
+    *,
+    out: Callable[[str], None] | None = None,
+    timeout_s: float | None = None,
+) -> str:
     """Run ``argv`` on the server of ``results_dir``; its output.
 
     Raises:
@@ -53,13 +60,15 @@ def send_command(argv: Sequence[str], results_dir: str | Path = "results", *,
     """
     info = find_server(results_dir)
     if info is None:
-        raise ServerUnavailable(f"no tf-ctl serve for {results_dir} "
-                                f"({Path(results_dir) / SERVER_STATE} is missing)")  # fmt: skip
+        raise ServerUnavailable(
+            f"no tf-ctl serve for {results_dir} ({Path(results_dir) / SERVER_STATE} is missing)"
+        )
     try:
         sock = socket.create_connection((info.host, info.port), timeout=CONNECT_TIMEOUT_S)
     except OSError as e:
-        raise ServerUnavailable(f"tf-ctl serve at {info.host}:{info.port} does not answer "
-                                f"({e.strerror or e})") from None  # fmt: skip
+        raise ServerUnavailable(
+            f"tf-ctl serve at {info.host}:{info.port} does not answer ({e.strerror or e})"
+        ) from None
     with sock:
         sock.settimeout(timeout_s)
         line = json.dumps({"argv": list(argv), "v": PROTOCOL_VERSION}).encode() + b"\n"

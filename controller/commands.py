@@ -118,8 +118,10 @@ def parse(cmd: Command, argv: list[str]) -> Parsed:
             opt = known.get(name)
             if opt is None:
                 valid = ", ".join(known) or "none"
-                raise CommandError(f"{cmd.name}: unknown option '{name}'{suggest(name, known)} "
-                                   f"(its options: {valid})")  # fmt: skip
+                raise CommandError(
+                    f"{cmd.name}: unknown option '{name}'{suggest(name, known)} "
+                    f"(its options: {valid})"
+                )
             if opt.kind is bool:
                 if eq:
                     raise CommandError(f"{cmd.name}: {name} takes no value")
@@ -129,8 +131,9 @@ def parse(cmd: Command, argv: list[str]) -> Parsed:
                 value = next(it, None)  # type: ignore[arg-type]
                 if value is None:
                     raise CommandError(f"{cmd.name}: {name} needs a value")
-            opts[name] = number(value, opt.kind, f"{cmd.name} {name}") if opt.kind in (int, float) \
-                else value  # fmt: skip
+            opts[name] = (
+                number(value, opt.kind, f"{cmd.name} {name}") if opt.kind in (int, float) else value
+            )
         else:
             args.append(tok)
     if not cmd.min_args <= len(args) <= cmd.max_args:
@@ -142,8 +145,9 @@ def number(text: str, kind: type, what: str) -> int | float:
     try:
         value = kind(text)
     except (TypeError, ValueError):
-        raise CommandError(f"{what}: '{text}' is not {'an integer' if kind is int else 'a number'}"
-                           ) from None  # fmt: skip
+        raise CommandError(
+            f"{what}: '{text}' is not {'an integer' if kind is int else 'a number'}"
+        ) from None
     if isinstance(value, float) and not math.isfinite(value):
         raise CommandError(f"{what}: '{text}' is not a finite number")
     return value  # type: ignore[no-any-return]
@@ -156,16 +160,23 @@ def describe_conditions(ctx: Context) -> str:
     c = ctx.ctl.conditions
     faults = ", ".join(f.describe() for f in sorted(c.faults)) or "none"
     now = time.time()
-    losses = ", ".join(
-        f"{e.switch}:{e.port} {e.percent:.2f}%"
-        + (f" ({max(0.0, e.expires_unix_s - now) * 1000:.0f} ms left)" if e.expires_unix_s else "")
-        for e in c.losses) or "none"  # fmt: skip
+    losses = (
+        ", ".join(
+            f"{e.switch}:{e.port} {e.percent:.2f}%"
+            + (
+                f" ({max(0.0, e.expires_unix_s - now) * 1000:.0f} ms left)"
+                if e.expires_unix_s
+                else ""
+            )
+            for e in c.losses
+        )
+        or "none"
+    )
     ecn = "off" if c.ecn_threshold_pkts is None else f"{c.ecn_threshold_pkts} packets"
     trim = "off" if c.trim_threshold_pkts is None else f"{c.trim_threshold_pkts} packets"
     tel = ctx.ctl.telemetry
     bursts = "off" if tel is None else f"{tel.total} bursts -> {tel.csv_path}"
-    return (f"failures: {faults}\nloss: {losses}\necn: {ecn}\ntrim: {trim}\n"
-            f"telemetry: {bursts}")
+    return f"failures: {faults}\nloss: {losses}\necn: {ecn}\ntrim: {trim}\ntelemetry: {bursts}"
 
 
 def cmd_status(ctx: Context, p: Parsed) -> Result:
@@ -184,12 +195,34 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
             pipeline = "ours" if None in (ctl.cookie, cookie) or cookie == ctl.cookie else "other"
         down = sorted(port for sw, port in marked if sw == name)
         lossy = sorted(e.port for e in ctl.conditions.losses if e.switch == name)
-        rows.append((name, s.switch.role, s.switch.plane, s.address, s.client.connected,
-                     s.client.is_primary, pipeline, len(s.installed),
-                     ",".join(map(str, down)) or "-", ",".join(map(str, lossy)) or "-",
-                     s.last_error or ""))  # fmt: skip
-    cols = ("switch", "role", "plane", "grpc", "stream", "primary", "pipeline", "entries",
-            "ports_down", "lossy_ports", "last_error")  # fmt: skip
+        rows.append(
+            (
+                name,
+                s.switch.role,
+                s.switch.plane,
+                s.address,
+                s.client.connected,
+                s.client.is_primary,
+                pipeline,
+                len(s.installed),
+                ",".join(map(str, down)) or "-",
+                ",".join(map(str, lossy)) or "-",
+                s.last_error or "",
+            )
+        )
+    cols = (
+        "switch",
+        "role",
+        "plane",
+        "grpc",
+        "stream",
+        "primary",
+        "pipeline",
+        "entries",
+        "ports_down",
+        "lossy_ports",
+        "last_error",
+    )
     return Result.table(cols, rows, describe_conditions(ctx))
 
 
@@ -207,10 +240,12 @@ def cmd_routes(ctx: Context, p: Parsed) -> Result:
     if len(p.args) == 1:
         sw = ctl.wiring.check_switch(p.args[0])
         order = {Member: 0, Group: 1, TableEntry: 2}
-        entities = sorted(ctl.sessions[sw.name].installed.values(),
-                          key=lambda e: (order[type(e)], repr(e.key)))  # fmt: skip
-        rows = [(type(e).__name__.replace("TableEntry", "entry").lower(), e.render())
-                for e in entities]  # fmt: skip
+        entities = sorted(
+            ctl.sessions[sw.name].installed.values(), key=lambda e: (order[type(e)], repr(e.key))
+        )
+        rows = [
+            (type(e).__name__.replace("TableEntry", "entry").lower(), e.render()) for e in entities
+        ]
         return Result.table(("kind", "entity"), rows, f"{sw.name}: {len(rows)} entities installed")
     if len(p.args) == 2:
         a, b = (ctl.wiring.check_host(x).name for x in p.args)
@@ -220,18 +255,32 @@ def cmd_routes(ctx: Context, p: Parsed) -> Result:
         for path in ctl.fabric.paths(a, b):
             ok, outcomes = path_delivers(ctl.wiring, sws, a, b, path, extra_down=down)
             detail = "; ".join(o.describe() for o in outcomes)
-            rows.append((path.plane, path.spine, path.address, " ".join(path.hops),
-                         "up" if ok else "down", detail))  # fmt: skip
+            rows.append(
+                (
+                    path.plane,
+                    path.spine,
+                    path.address,
+                    " ".join(path.hops),
+                    "up" if ok else "down",
+                    detail,
+                )
+            )
         up = sum(1 for r in rows if r[4] == "up")
-        return Result.table(("plane", "spine", "address", "hops", "state", "detail"), rows,
-                            f"{a} -> {b}: {up} of {len(rows)} paths up")  # fmt: skip
+        return Result.table(
+            ("plane", "spine", "address", "hops", "state", "detail"),
+            rows,
+            f"{a} -> {b}: {up} of {len(rows)} paths up",
+        )
     total = ctl.fabric.spec.planes * ctl.fabric.spec.spines
     rows = []
     for a, b in itertools.permutations([h.name for h in ctl.fabric.hosts], 2):
         rows.append((a, b, len(working_paths(ctl.wiring, sws, a, b, extra_down=down)), total))
     degraded = sum(1 for r in rows if r[2] < total)
-    msg = (f"all {len(rows)} host pairs have {total} paths" if not degraded
-           else f"{degraded} of {len(rows)} host pairs have fewer than {total} paths")  # fmt: skip
+    msg = (
+        f"all {len(rows)} host pairs have {total} paths"
+        if not degraded
+        else f"{degraded} of {len(rows)} host pairs have fewer than {total} paths"
+    )
     return Result.table(("src", "dst", "paths_up", "paths_total"), rows, msg)
 
 
@@ -265,7 +314,9 @@ TARGETS: dict[str, Target] = {
 }
 
 
-def _target(verb: str, p: Parsed, ctx: Context, extra: tuple[str, ...] = ()) -> tuple[Target, tuple[str, ...]]:
+def _target(
+    verb: str, p: Parsed, ctx: Context, extra: tuple[str, ...] = ()
+) -> tuple[Target, tuple[str, ...]]:
     what = p.args[0]
     if what not in TARGETS:
         raise unknown(f"thing to {verb}", what, [*TARGETS, *extra])
@@ -282,8 +333,9 @@ def _applied(ctx: Context, new: Conditions, done: str, same: str) -> Result:
         return Result(f"{same} (nothing to do)")
     result = ctl.apply(new)
     marked = len(new.down_ends(ctl.wiring, phy=False))
-    return Result(f"{done}: {result.total} entities written; {marked} switch ports marked down "
-                  f"in all")  # fmt: skip
+    return Result(
+        f"{done}: {result.total} entities written; {marked} switch ports marked down in all"
+    )
 
 
 def cmd_fail(ctx: Context, p: Parsed) -> Result:
@@ -298,8 +350,12 @@ def cmd_restore(ctx: Context, p: Parsed) -> Result:
     if p.args[0] == "all":
         if len(p.args) != 1:
             raise CommandError("usage: restore all")
-        return _applied(ctx, ctx.ctl.conditions.cleared(), "all failures and loss cleared",
-                        "no failures and no loss")  # fmt: skip
+        return _applied(
+            ctx,
+            ctx.ctl.conditions.cleared(),
+            "all failures and loss cleared",
+            "no failures and no loss",
+        )
     t, target = _target("restore", p, ctx, extra=("all",))
     name = f"{t.kind.value} {' '.join(target)}"
     new = ctx.ctl.conditions.without_fault(t.kind, target)
@@ -336,7 +392,9 @@ def cmd_loss(ctx: Context, p: Parsed) -> Result:
     threshold = loss_threshold(pct)
     new = ctl.conditions.with_losses([LossEvent(s, q, threshold, expires) for s, q in ends])
     span = f" for {float(for_ms):g} ms" if for_ms is not None else ""  # type: ignore[arg-type]
-    return _applied(ctx, new, f"loss {pct:g}% on {where}{span}", f"loss {pct:g}% already on {where}")
+    return _applied(
+        ctx, new, f"loss {pct:g}% on {where}{span}", f"loss {pct:g}% already on {where}"
+    )
 
 
 def cmd_ecn(ctx: Context, p: Parsed) -> Result:
@@ -362,8 +420,11 @@ def cmd_trim(ctx: Context, p: Parsed) -> Result:
             raise CommandError(f"trim K must be at least 1 packet or 'off', got {text}")
     new = ctx.ctl.conditions.with_trim(k)
     keep = ctx.ctl.config.trim_keep_bytes
-    what = ("trimming off" if k is None
-            else f"trim at {k} packets queued on every port (keep {keep} payload bytes)")  # fmt: skip
+    what = (
+        "trimming off"
+        if k is None
+        else f"trim at {k} packets queued on every port (keep {keep} payload bytes)"
+    )
     return _applied(ctx, new, what, what)
 
 
@@ -373,6 +434,7 @@ def cmd_trim(ctx: Context, p: Parsed) -> Result:
 def cmd_counters(ctx: Context, p: Parsed) -> Result:
     ctl = ctx.ctl
     names = [ctl.wiring.check_switch(p.args[0]).name] if p.args else list(ctl.sessions)
+
     def one(s: SwitchSession) -> dict[tuple[str, int], tuple[int, int]]:
         ports = ctl.wiring.switch_ports(s.name)
         return {**s.read_counters(fp.PORT_COUNTERS, ports), **s.read_counters([fp.DROP_REASONS])}
@@ -388,14 +450,26 @@ def cmd_counters(ctx: Context, p: Parsed) -> Result:
             end = ctl.wiring.peer(name, port)
             cells = [c.get((counter, port), (0, 0)) for counter in fp.PORT_COUNTERS]
             (rx, rx_b), (tx, tx_b), (rxd, _), (txd, _), (ecn, _), (trim, _) = cells
-            rows.append((name, port, end.name if end else "", rx, rx_b, tx, tx_b, rxd, txd,
-                         ecn, trim))  # fmt: skip
+            rows.append(
+                (name, port, end.name if end else "", rx, rx_b, tx, tx_b, rxd, txd, ecn, trim)
+            )
         for code, label in fp.DROP_REASON_NAMES.items():
             n = c.get((fp.DROP_REASONS, code), (0, 0))[0]
             if n:
                 reasons[label] = reasons.get(label, 0) + n
-    cols = ("switch", "port", "peer", "rx_pkts", "rx_bytes", "tx_pkts", "tx_bytes",
-            "rx_drop_pkts", "tx_drop_pkts", "ecn_marked_pkts", "trimmed_pkts")  # fmt: skip
+    cols = (
+        "switch",
+        "port",
+        "peer",
+        "rx_pkts",
+        "rx_bytes",
+        "tx_pkts",
+        "tx_bytes",
+        "rx_drop_pkts",
+        "tx_drop_pkts",
+        "ecn_marked_pkts",
+        "trimmed_pkts",
+    )
     why = ", ".join(f"{k} {v}" for k, v in reasons.items()) or "none"
     return Result.table(cols, rows, f"drops by reason: {why}")
 
@@ -454,14 +528,21 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
         if req not in p.opts:
             raise CommandError(f"incast: {req} is required (usage: {COMMANDS['incast'].usage})")
     spine = p.opt("--spine")
-    plan = plan_incast(ctl.fabric, dst, int(p.opts["--senders"]), int(p.opts["--bytes"]),  # type: ignore[call-overload]
-                       plane=int(p.opt("--plane", 0)),  # type: ignore[call-overload]
-                       spine=None if spine is None else int(spine),  # type: ignore[call-overload]
-                       datagram_bytes=int(p.opt("--datagram", 1452)),  # type: ignore[call-overload]
-                       udp_port=int(p.opt("--port", 9)))  # type: ignore[call-overload]  # fmt: skip
+    plan = plan_incast(
+        ctl.fabric,
+        dst,
+        int(p.opts["--senders"]),
+        int(p.opts["--bytes"]),  # type: ignore[call-overload]
+        plane=int(p.opt("--plane", 0)),  # type: ignore[call-overload]
+        spine=None if spine is None else int(spine),  # type: ignore[call-overload]
+        datagram_bytes=int(p.opt("--datagram", 1452)),  # type: ignore[call-overload]
+        udp_port=int(p.opt("--port", 9)),
+    )  # type: ignore[call-overload]
     if ctl.processes is None or not ctl.processes.hosts:
-        raise CommandError("incast needs the hosts' pids from the running fabric's "
-                           "results/fabric/state.json (start the fabric with make fabric-up)")  # fmt: skip
+        raise CommandError(
+            "incast needs the hosts' pids from the running fabric's "
+            "results/fabric/state.json (start the fabric with make fabric-up)"
+        )
     settle_ms = float(p.opt("--settle-ms", 500))  # type: ignore[arg-type]
     tel = ctl.start_telemetry()
     since = time.time()
@@ -474,51 +555,110 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
     rows = [_burst_row(ctl, r) for r in bursts]
     peak = max(bursts, key=lambda r: r.peak_qdepth, default=None)
     where = f", peak {peak.peak_qdepth} packets at {peak.switch}:{peak.port}" if peak else ""
-    msg = (f"incast to {dst} on plane {plan.plane}: {len(plan.flows)} flows from "
-           f"{', '.join(sorted({f.src for f in plan.flows}))}, {res.datagrams_sent} datagrams, "
-           f"{res.bytes_sent} bytes in {res.duration_s * 1000:.0f} ms "
-           f"({res.send_errors} send errors); {len(bursts)} bursts{where}")  # fmt: skip
+    msg = (
+        f"incast to {dst} on plane {plan.plane}: {len(plan.flows)} flows from "
+        f"{', '.join(sorted({f.src for f in plan.flows}))}, {res.datagrams_sent} datagrams, "
+        f"{res.bytes_sent} bytes in {res.duration_s * 1000:.0f} ms "
+        f"({res.send_errors} send errors); {len(bursts)} bursts{where}"
+    )
     return Result.table(BURST_COLUMNS, rows, msg)
 
 
 def cmd_help(ctx: Context, p: Parsed) -> Result:
     rows = [(c.name, c.usage, c.summary) for c in COMMANDS.values()]
-    return Result.table(("command", "usage", "what"), rows,
-                        "--json / --csv: machine-readable output")  # fmt: skip
+    return Result.table(
+        ("command", "usage", "what"), rows, "--json / --csv: machine-readable output"
+    )
 
 
-COMMANDS: dict[str, Command] = {c.name: c for c in (
-    Command("status", "status", "switches, failures, loss, ECN, telemetry", cmd_status),
-    Command("routes", "routes [HOST HOST | SWITCH]",
-            "paths per host pair; one pair's paths; one switch's entries", cmd_routes,
-            max_args=2),
-    Command("fail", "fail plane N | link A B | switch S [--phy]",
-            "take down by port_state (--phy: set the Linux interfaces down)", cmd_fail,
-            (Option("--phy", bool, "Linux link down instead of port_state"),), 2, 3),
-    Command("restore", "restore plane N | link A B | switch S | all", "undo a failure",
-            cmd_restore, (Option("--phy", bool, "accepted; restores either kind"),), 1, 3),
-    Command("loss", "loss LINK|PORT PCT [--for MS]",
-            "random loss on a link (A-B) or egress port (S:P); 0 removes", cmd_loss,
-            (Option("--for", float, "remove it after MS milliseconds"),), 2, 2),
-    Command("incast", "incast DST --senders N --bytes B [--plane P] [--spine S]",
-            "N hosts send B bytes each to DST at once", cmd_incast,
-            (Option("--senders", int, "flows"), Option("--bytes", int, "bytes per flow"),
-             Option("--plane", int, "plane (default 0)"),
-             Option("--spine", int, "one spine for all flows (default: spread)"),
-             Option("--datagram", int, "datagram payload bytes (default 1452)"),
-             Option("--port", int, "UDP port (default 9)"),
-             Option("--settle-ms", float, "wait for burst reports (default 500)")), 1, 1),
-    Command("ecn", "ecn K|off", "CE-mark at K packets queued on every port", cmd_ecn,
-            min_args=1, max_args=1),
-    Command("trim", "trim K|off", "trim UDP packets that find K packets queued, every port",
-            cmd_trim, min_args=1, max_args=1),
-    Command("telemetry", "telemetry watch [--for S] [--count N] | recent [--last N]",
-            "stream or list microburst records", cmd_telemetry,
-            (Option("--for", float, "seconds to watch"), Option("--count", int, "bursts to watch"),
-             Option("--last", int, "records to list")), 1, 1),
-    Command("counters", "counters [SWITCH]", "per-port counters", cmd_counters, max_args=1),
-    Command("help", "help", "the commands", cmd_help),
-)}  # fmt: skip
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("status", "status", "switches, failures, loss, ECN, telemetry", cmd_status),
+        Command(
+            "routes",
+            "routes [HOST HOST | SWITCH]",
+            "paths per host pair; one pair's paths; one switch's entries",
+            cmd_routes,
+            max_args=2,
+        ),
+        Command(
+            "fail",
+            "fail plane N | link A B | switch S [--phy]",
+            "take down by port_state (--phy: set the Linux interfaces down)",
+            cmd_fail,
+            (Option("--phy", bool, "Linux link down instead of port_state"),),
+            2,
+            3,
+        ),
+        Command(
+            "restore",
+            "restore plane N | link A B | switch S | all",
+            "undo a failure",
+            cmd_restore,
+            (Option("--phy", bool, "accepted; restores either kind"),),
+            1,
+            3,
+        ),
+        Command(
+            "loss",
+            "loss LINK|PORT PCT [--for MS]",
+            "random loss on a link (A-B) or egress port (S:P); 0 removes",
+            cmd_loss,
+            (Option("--for", float, "remove it after MS milliseconds"),),
+            2,
+            2,
+        ),
+        Command(
+            "incast",
+            "incast DST --senders N --bytes B [--plane P] [--spine S]",
+            "N hosts send B bytes each to DST at once",
+            cmd_incast,
+            (
+                Option("--senders", int, "flows"),
+                Option("--bytes", int, "bytes per flow"),
+                Option("--plane", int, "plane (default 0)"),
+                Option("--spine", int, "one spine for all flows (default: spread)"),
+                Option("--datagram", int, "datagram payload bytes (default 1452)"),
+                Option("--port", int, "UDP port (default 9)"),
+                Option("--settle-ms", float, "wait for burst reports (default 500)"),
+            ),
+            1,
+            1,
+        ),
+        Command(
+            "ecn",
+            "ecn K|off",
+            "CE-mark at K packets queued on every port",
+            cmd_ecn,
+            min_args=1,
+            max_args=1,
+        ),
+        Command(
+            "trim",
+            "trim K|off",
+            "trim UDP packets that find K packets queued, every port",
+            cmd_trim,
+            min_args=1,
+            max_args=1,
+        ),
+        Command(
+            "telemetry",
+            "telemetry watch [--for S] [--count N] | recent [--last N]",
+            "stream or list microburst records",
+            cmd_telemetry,
+            (
+                Option("--for", float, "seconds to watch"),
+                Option("--count", int, "bursts to watch"),
+                Option("--last", int, "records to list"),
+            ),
+            1,
+            1,
+        ),
+        Command("counters", "counters [SWITCH]", "per-port counters", cmd_counters, max_args=1),
+        Command("help", "help", "the commands", cmd_help),
+    )
+}
 
 #: Commands that only read state (the server may run them without the write lock).
 READ_ONLY = frozenset({"status", "routes", "counters", "telemetry", "help"})
@@ -530,8 +670,12 @@ def help_text(argv: list[str]) -> str:
     return render(cmd_help(Context(None, fmt, None), Parsed((), {})), fmt)  # type: ignore[arg-type]
 
 
-def run(ctl: FabricController, argv: list[str], out: Callable[[str], None] | None = None,
-        alive: Callable[[], bool] | None = None) -> str:  # fmt: skip
+def run(
+    ctl: FabricController,
+    argv: list[str],
+    out: Callable[[str], None] | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> str:
     """Parse and run one command line; its rendered result.
 
     Raises:

@@ -102,8 +102,9 @@ class Conditions:
         return replace(self, faults=frozenset(kept | {fault}))
 
     def without_fault(self, kind: FaultKind, target: tuple[str, ...]) -> Conditions:
-        return replace(self, faults=frozenset(f for f in self.faults
-                                              if (f.kind, f.target) != (kind, target)))  # fmt: skip
+        return replace(
+            self, faults=frozenset(f for f in self.faults if (f.kind, f.target) != (kind, target))
+        )
 
     def fault(self, kind: FaultKind, target: tuple[str, ...]) -> Fault | None:
         for f in self.faults:
@@ -149,13 +150,24 @@ class Conditions:
     # -- JSON -----------------------------------------------------------------------------
 
     def to_json(self) -> str:
-        doc = {"version": 1,
-               "faults": [{"kind": f.kind.value, "target": list(f.target), "phy": f.phy}
-                          for f in sorted(self.faults)],
-               "losses": [{"switch": e.switch, "port": e.port, "threshold": e.threshold,
-                           "expires_unix_s": e.expires_unix_s} for e in self.losses],
-               "ecn_threshold_pkts": self.ecn_threshold_pkts,
-               "trim_threshold_pkts": self.trim_threshold_pkts}  # fmt: skip
+        doc = {
+            "version": 1,
+            "faults": [
+                {"kind": f.kind.value, "target": list(f.target), "phy": f.phy}
+                for f in sorted(self.faults)
+            ],
+            "losses": [
+                {
+                    "switch": e.switch,
+                    "port": e.port,
+                    "threshold": e.threshold,
+                    "expires_unix_s": e.expires_unix_s,
+                }
+                for e in self.losses
+            ],
+            "ecn_threshold_pkts": self.ecn_threshold_pkts,
+            "trim_threshold_pkts": self.trim_threshold_pkts,
+        }
         return json.dumps(doc, indent=1)
 
     @classmethod
@@ -167,14 +179,26 @@ class Conditions:
         """
         try:
             doc = json.loads(text)
-            faults = frozenset(Fault(FaultKind(f["kind"]), tuple(str(t) for t in f["target"]),
-                                     bool(f["phy"])) for f in doc["faults"])  # fmt: skip
-            losses = tuple(LossEvent(str(e["switch"]), int(e["port"]), int(e["threshold"]),
-                                     None if e["expires_unix_s"] is None
-                                     else float(e["expires_unix_s"])) for e in doc["losses"])  # fmt: skip
+            faults = frozenset(
+                Fault(FaultKind(f["kind"]), tuple(str(t) for t in f["target"]), bool(f["phy"]))
+                for f in doc["faults"]
+            )
+            losses = tuple(
+                LossEvent(
+                    str(e["switch"]),
+                    int(e["port"]),
+                    int(e["threshold"]),
+                    None if e["expires_unix_s"] is None else float(e["expires_unix_s"]),
+                )
+                for e in doc["losses"]
+            )
             ecn = doc["ecn_threshold_pkts"]
             trim = doc.get("trim_threshold_pkts")  # absent in documents older than trimming
-            return cls(faults, losses, None if ecn is None else int(ecn),
-                       None if trim is None else int(trim))
+            return cls(
+                faults,
+                losses,
+                None if ecn is None else int(ecn),
+                None if trim is None else int(trim),
+            )
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
             raise ValueError(f"not a conditions document: {e}") from None

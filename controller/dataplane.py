@@ -51,7 +51,9 @@ class Outcome:
 
     def describe(self) -> str:
         if self.verdict is Verdict.DELIVERED:
-            return f"delivered to {self.at} NIC {self.plane} as {ipaddress.IPv6Address(self.address)}"
+            return (
+                f"delivered to {self.at} NIC {self.plane} as {ipaddress.IPv6Address(self.address)}"
+            )
         return f"{self.verdict.value} at {self.at}"
 
 
@@ -98,13 +100,21 @@ def shift(address: int) -> int:
 
 
 def views(tables: Mapping[str, EntityMap | Iterable[Entity]]) -> dict[str, SwitchView]:
-    return {name: SwitchView(t.values() if isinstance(t, dict) else t)
-            for name, t in tables.items()}  # fmt: skip
+    return {
+        name: SwitchView(t.values() if isinstance(t, dict) else t) for name, t in tables.items()
+    }
 
 
-def at_switch(wiring: Wiring, sws: Mapping[str, SwitchView], switch: str, address: int, *,
-              hop_limit: int = DEFAULT_HOP_LIMIT, extra_down: frozenset[tuple[str, int]] = frozenset(),
-              hops: tuple[str, ...] = ()) -> list[Outcome]:  # fmt: skip
+def at_switch(
+    wiring: Wiring,
+    sws: Mapping[str, SwitchView],
+    switch: str,
+    address: int,
+    *,
+    hop_limit: int = DEFAULT_HOP_LIMIT,
+    extra_down: frozenset[tuple[str, int]] = frozenset(),
+    hops: tuple[str, ...] = (),
+) -> list[Outcome]:
     """Every outcome of a packet to ``address`` entering ``switch``."""
     if len(hops) >= MAX_HOPS:
         return [Outcome(Verdict.LOOP, hops, switch, address)]
@@ -140,35 +150,69 @@ def at_switch(wiring: Wiring, sws: Mapping[str, SwitchView], switch: str, addres
         elif end.nic is not None:
             out.append(Outcome(Verdict.DELIVERED, here, end.name, address, end.nic.plane))
         else:
-            out += at_switch(wiring, sws, end.name, address, hop_limit=hop_limit - 1,
-                             extra_down=extra_down, hops=here)  # fmt: skip
+            out += at_switch(
+                wiring,
+                sws,
+                end.name,
+                address,
+                hop_limit=hop_limit - 1,
+                extra_down=extra_down,
+                hops=here,
+            )
     return out
 
 
-def send(wiring: Wiring, sws: Mapping[str, SwitchView], host: str, plane: int, address: str | int,
-         *, extra_down: Iterable[tuple[str, int]] = ()) -> list[Outcome]:  # fmt: skip
+def send(
+    wiring: Wiring,
+    sws: Mapping[str, SwitchView],
+    host: str,
+    plane: int,
+    address: str | int,
+    *,
+    extra_down: Iterable[tuple[str, int]] = (),
+) -> list[Outcome]:
     """The outcomes of ``host`` sending to ``address`` out of its NIC on ``plane``."""
     nic = wiring.hosts[host].nics[plane]
     value = int(ipaddress.IPv6Address(address)) if isinstance(address, str) else address
     return at_switch(wiring, sws, nic.leaf, value, extra_down=frozenset(extra_down))
 
 
-def path_delivers(wiring: Wiring, sws: Mapping[str, SwitchView], src: str, dst: str, path: Path,
-                  *, extra_down: Iterable[tuple[str, int]] = ()) -> tuple[bool, list[Outcome]]:  # fmt: skip
+def path_delivers(
+    wiring: Wiring,
+    sws: Mapping[str, SwitchView],
+    src: str,
+    dst: str,
+    path: Path,
+    *,
+    extra_down: Iterable[tuple[str, int]] = (),
+) -> tuple[bool, list[Outcome]]:
     """Whether every outcome of ``path`` reaches ``dst``'s NIC on the path's plane, addressed to
     that NIC's own address."""
     outcomes = send(wiring, sws, src, path.plane, path.address, extra_down=extra_down)
     nic = wiring.hosts[dst].nics[path.plane]
     want = int(ipaddress.IPv6Address(nic.address))
-    ok = bool(outcomes) and all(o.verdict is Verdict.DELIVERED and o.at == dst
-                                and o.plane == path.plane and o.address == want
-                                for o in outcomes)  # fmt: skip
+    ok = bool(outcomes) and all(
+        o.verdict is Verdict.DELIVERED
+        and o.at == dst
+        and o.plane == path.plane
+        and o.address == want
+        for o in outcomes
+    )
     return ok, outcomes
 
 
-def working_paths(wiring: Wiring, sws: Mapping[str, SwitchView], src: str, dst: str, *,
-                  extra_down: Iterable[tuple[str, int]] = ()) -> list[Path]:  # fmt: skip
+def working_paths(
+    wiring: Wiring,
+    sws: Mapping[str, SwitchView],
+    src: str,
+    dst: str,
+    *,
+    extra_down: Iterable[tuple[str, int]] = (),
+) -> list[Path]:
     """The micro-SID paths from ``src`` to ``dst`` that deliver."""
     down = frozenset(extra_down)
-    return [p for p in wiring.fabric.paths(src, dst)
-            if path_delivers(wiring, sws, src, dst, p, extra_down=down)[0]]  # fmt: skip
+    return [
+        p
+        for p in wiring.fabric.paths(src, dst)
+        if path_delivers(wiring, sws, src, dst, p, extra_down=down)[0]
+    ]

@@ -154,8 +154,9 @@ class Diff:
         return len(self.inserts) + len(self.modifies) + len(self.deletes)
 
 
-def diff(installed: Mapping[tuple[Any, ...], Entity],
-         desired: Mapping[tuple[Any, ...], Entity]) -> Diff:  # fmt: skip
+def diff(
+    installed: Mapping[tuple[Any, ...], Entity], desired: Mapping[tuple[Any, ...], Entity]
+) -> Diff:
     """The updates that make ``installed`` equal ``desired`` (both keyed by entity key)."""
     inserts = tuple(e for k, e in desired.items() if k not in installed)
     modifies = tuple(e for k, e in desired.items() if k in installed and installed[k] != e)

@@ -63,8 +63,9 @@ class P4RuntimeError(ControllerError):
     included, code 0), as the server reported them; empty when it sent no details.
     """
 
-    def __init__(self, operation: str, code: str, message: str,
-                 errors: tuple[UpdateError, ...] = ()) -> None:  # fmt: skip
+    def __init__(
+        self, operation: str, code: str, message: str, errors: tuple[UpdateError, ...] = ()
+    ) -> None:
         self.operation = operation
         self.code = code
         self.message = message

@@ -77,10 +77,14 @@ class PathReport:
     def summary(self) -> str:
         drift = sum(self.drift.values())
         if self.ok:
-            return (f"{self.pairs} host pairs, each with all {self.paths_per_pair} paths; "
-                    f"switches hold exactly the computed entries")  # fmt: skip
-        return (f"{len(self.degraded)} of {self.pairs} host pairs lack paths; "
-                f"{drift} entities differ from the computed ones")  # fmt: skip
+            return (
+                f"{self.pairs} host pairs, each with all {self.paths_per_pair} paths; "
+                f"switches hold exactly the computed entries"
+            )
+        return (
+            f"{len(self.degraded)} of {self.pairs} host pairs lack paths; "
+            f"{drift} entities differ from the computed ones"
+        )
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -93,10 +97,17 @@ def write_atomic(path: Path, text: str) -> None:
 class FabricController:
     """Controller of one fabric (see the module docstring)."""
 
-    def __init__(self, fabric: Fabric, p4info_path: str | Path | None = None,
-                 config_path: str | Path | None = None, *, results_dir: str | Path = "results",
-                 config: ControllerConfig | None = None,
-                 addresses: Mapping[str, str] | None = None, resume: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fabric: Fabric,
+        p4info_path: str | Path | None = None,
+        config_path: str | Path | None = None,
+        *,
+        results_dir: str | Path = "results",
+        config: ControllerConfig | None = None,
+        addresses: Mapping[str, str] | None = None,
+        resume: bool = False,
+    ) -> None:
         """Nothing is contacted yet.
 
         Args:
@@ -179,11 +190,15 @@ class FabricController:
         election = new_election_id()
         for sw in self.fabric.switches:
             if sw.name not in self.sessions:
-                s = SwitchSession(sw, self.address_of(sw.name), self.config, self.schema,
-                                  election_id=election)  # fmt: skip
+                s = SwitchSession(
+                    sw, self.address_of(sw.name), self.config, self.schema, election_id=election
+                )
                 s.client.on_arbitration = lambda arb, s=s: self._on_arbitration(s, arb)  # type: ignore[misc]
-                s.client.on_stream_end = lambda why, s=s: setattr(s, "last_error",  # type: ignore[misc]
-                                                                  f"stream ended: {why}")
+                s.client.on_stream_end = lambda why, s=s: setattr(
+                    s,
+                    "last_error",  # type: ignore[misc]
+                    f"stream ended: {why}",
+                )
                 self.sessions[sw.name] = s
         for_each(self.sessions.values(), lambda s: s.connect())
         if self.schema is None:
@@ -200,8 +215,10 @@ class FabricController:
                 for other in self.sessions.values():
                     other.schema = self.schema
                 return
-        raise FabricUnavailable("no switch has a pipeline to read the P4Info from; start "
-                                "`tf-ctl serve` (which pushes one) or pass --p4info")  # fmt: skip
+        raise FabricUnavailable(
+            "no switch has a pipeline to read the P4Info from; start "
+            "`tf-ctl serve` (which pushes one) or pass --p4info"
+        )
 
     def push_pipeline(self) -> None:
         """``SetForwardingPipelineConfig`` (VERIFY_AND_COMMIT) on every switch, in parallel.
@@ -214,8 +231,9 @@ class FabricController:
         try:
             device_config = self.config_path.read_bytes()
         except OSError as e:
-            raise ControllerError(f"cannot read device config {self.config_path}: "
-                                  f"{e.strerror}") from None  # fmt: skip
+            raise ControllerError(
+                f"cannot read device config {self.config_path}: {e.strerror}"
+            ) from None
         self.cookie = pipeline_cookie(self.p4info, device_config)
         t0 = time.monotonic()
         info, cookie = self.p4info, self.cookie
@@ -247,12 +265,16 @@ class FabricController:
         we know which), and its entries become the mirror."""
         info, cookie = s.fetch_pipeline()
         if info is None or not (info.tables or info.actions):
-            raise FabricUnavailable(f"{s.name} has no pipeline: push one (tf-ctl serve without "
-                                    f"--no-push, or FabricController.push_pipeline())")  # fmt: skip
+            raise FabricUnavailable(
+                f"{s.name} has no pipeline: push one (tf-ctl serve without "
+                f"--no-push, or FabricController.push_pipeline())"
+            )
         if self.cookie is not None and cookie is not None and cookie != self.cookie:
-            raise ControllerError(f"{s.name} runs another pipeline (cookie {cookie:#x}, expected "
-                                  f"{self.cookie:#x}): push ours (tf-ctl serve without "
-                                  f"--no-push)")  # fmt: skip
+            raise ControllerError(
+                f"{s.name} runs another pipeline (cookie {cookie:#x}, expected "
+                f"{self.cookie:#x}): push ours (tf-ctl serve without "
+                f"--no-push)"
+            )
         s.read_installed()
 
     def _live(self) -> list[SwitchSession]:
@@ -295,24 +317,29 @@ class FabricController:
     def phy_interfaces(self, conditions: Conditions) -> set[str]:
         if self.processes is None:
             return set()
-        return {self.processes.ifname(sw, port)
-                for sw, port in conditions.down_ends(self.wiring, phy=True)}  # fmt: skip
+        return {
+            self.processes.ifname(sw, port)
+            for sw, port in conditions.down_ends(self.wiring, phy=True)
+        }
 
     def _check_phy(self, conditions: Conditions) -> None:
         wanted = conditions.down_ends(self.wiring, phy=True)
         if not wanted:
             return
         if self.processes is None:
-            raise CommandError(f"--phy needs the running fabric's state "
-                               f"({self.results_dir / 'fabric' / 'state.json'} is missing)")  # fmt: skip
+            raise CommandError(
+                f"--phy needs the running fabric's state "
+                f"({self.results_dir / 'fabric' / 'state.json'} is missing)"
+            )
         missing = sorted(i for i in self.phy_interfaces(conditions) if not interface_exists(i))
         if missing:
             raise CommandError(f"--phy: no interface {', '.join(missing)} here")
 
     def _apply_phy(self, old: Conditions, new: Conditions, *, strict: bool) -> None:
         before, after = self.phy_interfaces(old), self.phy_interfaces(new)
-        for ifname, up in [(i, False) for i in sorted(after - before)] + \
-                          [(i, True) for i in sorted(before - after)]:  # fmt: skip
+        for ifname, up in [(i, False) for i in sorted(after - before)] + [
+            (i, True) for i in sorted(before - after)
+        ]:
             try:
                 set_link(ifname, up)
             except CommandError:
@@ -343,8 +370,9 @@ class FabricController:
                 self._schedule_expiry()  # try again at the next deadline
 
     def pending_expiries(self) -> list[float]:
-        return sorted(e.expires_unix_s for e in self.conditions.losses
-                      if e.expires_unix_s is not None)  # fmt: skip
+        return sorted(
+            e.expires_unix_s for e in self.conditions.losses if e.expires_unix_s is not None
+        )
 
     def wait_for_expiries(self, timeout_s: float | None = None) -> None:
         """Block until every timed loss event has been removed (one-shot ``tf-ctl loss --for``)."""
@@ -383,15 +411,17 @@ class FabricController:
         with self.lock:
             if self.telemetry is not None:
                 return self.telemetry
-            collector = TelemetryCollector(self.results_dir / TELEMETRY_CSV,
-                                           self.config.recent_bursts)  # fmt: skip
+            collector = TelemetryCollector(
+                self.results_dir / TELEMETRY_CSV, self.config.recent_bursts
+            )
             self.telemetry = collector
             for s in self._live():
                 s.client.on_digest = lambda d, s=s: self._on_digest(s, d)  # type: ignore[misc]
             for_each(self._live(), lambda s: s.enable_digest(fp.BURST_DIGEST))
             if self.config.telemetry_flush_s > 0:
-                self._flush_thread = threading.Thread(target=self._flush_loop, daemon=True,
-                                                      name="telemetry-flush")  # fmt: skip
+                self._flush_thread = threading.Thread(
+                    target=self._flush_loop, daemon=True, name="telemetry-flush"
+                )
                 self._flush_thread.start()
             return collector
 
@@ -437,8 +467,11 @@ class FabricController:
             sws = views({n: s.installed for n, s in self.sessions.items()})
             down = self.conditions.down_ends(self.wiring, phy=True)
         working = {}
-        names = [self.wiring.check_host(h).name for h in hosts] if hosts is not None else \
-            [h.name for h in self.fabric.hosts]  # fmt: skip
+        names = (
+            [self.wiring.check_host(h).name for h in hosts]
+            if hosts is not None
+            else [h.name for h in self.fabric.hosts]
+        )
         for a, b in itertools.permutations(names, 2):
             working[(a, b)] = len(working_paths(self.wiring, sws, a, b, extra_down=down))
         spec = self.fabric.spec
@@ -446,8 +479,12 @@ class FabricController:
 
     # -- commands -------------------------------------------------------------------------
 
-    def run_command(self, argv: list[str], out: Callable[[str], None] | None = None,
-                    alive: Callable[[], bool] | None = None) -> str:  # fmt: skip
+    def run_command(
+        self,
+        argv: list[str],
+        out: Callable[[str], None] | None = None,
+        alive: Callable[[], bool] | None = None,
+    ) -> str:
         """Run one ``tf-ctl`` command (``["fail", "plane", "1"]``); its rendered output.
 
         ``out`` receives streamed lines (``telemetry watch``); ``alive`` returning False ends
@@ -485,6 +522,10 @@ class FabricController:
     def __enter__(self) -> FabricController:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

@@ -67,16 +67,24 @@ class IncastResult:
     started_unix_s: float
 
 
-def plan_incast(fabric: Fabric, dst: str, senders: int, nbytes: int, *, plane: int = 0,
-                spine: int | None = None, datagram_bytes: int = MAX_DATAGRAM_BYTES,
-                udp_port: int = DISCARD_PORT) -> IncastPlan:  # fmt: skip
+def plan_incast(
+    fabric: Fabric,
+    dst: str,
+    senders: int,
+    nbytes: int,
+    *,
+    plane: int = 0,
+    spine: int | None = None,
+    datagram_bytes: int = MAX_DATAGRAM_BYTES,
+    udp_port: int = DISCARD_PORT,
+) -> IncastPlan:
     """Which host sends on which path (pure).
 
     Raises:
         CommandError: a bad number, or a fabric with a single host.
     """
     host = fabric.host(dst)
-    others = [h.name for h in fabric.hosts[host.index + 1:] + fabric.hosts[: host.index]]
+    others = [h.name for h in fabric.hosts[host.index + 1 :] + fabric.hosts[: host.index]]
     if not others:
         raise CommandError("incast needs at least two hosts")
     if not 1 <= senders <= MAX_FLOWS:
@@ -84,8 +92,10 @@ def plan_incast(fabric: Fabric, dst: str, senders: int, nbytes: int, *, plane: i
     if not 1 <= nbytes <= MAX_BYTES_PER_FLOW:
         raise CommandError(f"--bytes must be 1..{MAX_BYTES_PER_FLOW}, got {nbytes}")
     if not MIN_DATAGRAM_BYTES <= datagram_bytes <= MAX_DATAGRAM_BYTES:
-        raise CommandError(f"--datagram must be {MIN_DATAGRAM_BYTES}..{MAX_DATAGRAM_BYTES} "
-                           f"bytes, got {datagram_bytes}")  # fmt: skip
+        raise CommandError(
+            f"--datagram must be {MIN_DATAGRAM_BYTES}..{MAX_DATAGRAM_BYTES} "
+            f"bytes, got {datagram_bytes}"
+        )
     if not 0 <= plane < fabric.spec.planes:
         raise CommandError(f"--plane must be 0..{fabric.spec.planes - 1}, got {plane}")
     if spine is not None and not 0 <= spine < fabric.spec.spines:
@@ -109,13 +119,16 @@ def _open_socket(flow: Flow, port: int) -> socket.socket:
         sock.connect((flow.address, port))
     except OSError as e:
         sock.close()
-        raise CommandError(f"{flow.src}: cannot send to {flow.address}: {e.strerror} (does the "
-                           f"host have a route for its plane-{flow.plane} paths?)") from None  # fmt: skip
+        raise CommandError(
+            f"{flow.src}: cannot send to {flow.address}: {e.strerror} (does the "
+            f"host have a route for its plane-{flow.plane} paths?)"
+        ) from None
     return sock
 
 
-def run_incast(plan: IncastPlan, host_pids: Mapping[str, int], *,
-               timeout_s: float = 60.0) -> IncastResult:  # fmt: skip
+def run_incast(
+    plan: IncastPlan, host_pids: Mapping[str, int], *, timeout_s: float = 60.0
+) -> IncastResult:
     """Send the planned flows at once; return what was sent.
 
     Raises:
@@ -150,8 +163,9 @@ def run_incast(plan: IncastPlan, host_pids: Mapping[str, int], *,
                 sent[i] += 1
                 remaining -= n
 
-        threads = [threading.Thread(target=sender, args=(i, s), daemon=True)
-                   for i, s in enumerate(socks)]  # fmt: skip
+        threads = [
+            threading.Thread(target=sender, args=(i, s), daemon=True) for i, s in enumerate(socks)
+        ]
         for t in threads:
             t.start()
         started = time.time()

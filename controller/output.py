@@ -34,8 +34,9 @@ class Result:
     rows: tuple[tuple[object, ...], ...] = ()
 
     @classmethod
-    def table(cls, columns: Sequence[str], rows: Sequence[Sequence[object]],
-              message: str = "") -> Result:  # fmt: skip
+    def table(
+        cls, columns: Sequence[str], rows: Sequence[Sequence[object]], message: str = ""
+    ) -> Result:
         return cls(message, tuple(columns), tuple(tuple(r) for r in rows))
 
     def records(self) -> list[dict[str, object]]:
@@ -94,8 +95,9 @@ def render_table(result: Result) -> str:
     return "\n".join(lines)
 
 
-def render_record(columns: Sequence[str], row: Sequence[object], fmt: Format,
-                  header: bool = False) -> str:  # fmt: skip
+def render_record(
+    columns: Sequence[str], row: Sequence[object], fmt: Format, header: bool = False
+) -> str:
     """One streamed row (``telemetry watch``): a JSON object, a CSV line, or ``k=v`` pairs."""
     match fmt:
         case Format.JSON:

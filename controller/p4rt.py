@@ -113,8 +113,9 @@ def decode_details(err: grpc.RpcError) -> tuple[UpdateError, ...]:
 def rpc_error(operation: str, err: grpc.RpcError) -> P4RuntimeError:
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = err.details() if hasattr(err, "details") else str(err)
-    return P4RuntimeError(operation, code.name if code else "UNKNOWN", details or "",
-                          decode_details(err))  # fmt: skip
+    return P4RuntimeError(
+        operation, code.name if code else "UNKNOWN", details or "", decode_details(err)
+    )
 
 
 class P4RuntimeClient:
@@ -152,15 +153,21 @@ class P4RuntimeClient:
             return
         if self._closed:
             raise FabricUnavailable(f"{self.name}: client is closed")
-        channel = grpc.insecure_channel(self.address, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])  # fmt: skip
+        channel = grpc.insecure_channel(
+            self.address,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
         try:
             grpc.channel_ready_future(channel).result(timeout=self.options.connect_timeout_s)
         except grpc.FutureTimeoutError:
             channel.close()
-            raise FabricUnavailable(f"{self.name}: no P4Runtime server at {self.address} "
-                                    f"within {self.options.connect_timeout_s:g} s") from None  # fmt: skip
+            raise FabricUnavailable(
+                f"{self.name}: no P4Runtime server at {self.address} "
+                f"within {self.options.connect_timeout_s:g} s"
+            ) from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
 
@@ -185,8 +192,10 @@ class P4RuntimeClient:
             seen = self._arb_seq
         self._send(req)
         with self._cond:
-            ok = self._cond.wait_for(lambda: self._arb_seq > seen or not self._stream_open,
-                                     timeout=self.options.connect_timeout_s)  # fmt: skip
+            ok = self._cond.wait_for(
+                lambda: self._arb_seq > seen or not self._stream_open,
+                timeout=self.options.connect_timeout_s,
+            )
             if not ok or self.arbitration is None or self._arb_seq == seen:
                 raise FabricUnavailable(f"{self.name}: no arbitration answer from {self.address}")
             return self.arbitration
@@ -208,8 +217,9 @@ class P4RuntimeClient:
         self._requests = requests
         self._call = self._stub.StreamChannel(iter(requests.get, None))
         self._stream_open = True
-        self._thread = threading.Thread(target=self._receive, args=(self._call,),
-                                        name=f"p4rt-stream-{self.name}", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._receive, args=(self._call,), name=f"p4rt-stream-{self.name}", daemon=True
+        )
         self._thread.start()
 
     def _send(self, msg: p4runtime_pb2.StreamMessageRequest) -> None:
@@ -235,10 +245,14 @@ class P4RuntimeClient:
         match msg.WhichOneof("update"):
             case "arbitration":
                 upd = msg.arbitration
-                highest = ((upd.election_id.high << 64) | upd.election_id.low
-                           if upd.HasField("election_id") else None)  # fmt: skip
-                arb = Arbitration(upd.status.code == code_pb2.OK, upd.status.code, highest,
-                                  upd.status.message)  # fmt: skip
+                highest = (
+                    (upd.election_id.high << 64) | upd.election_id.low
+                    if upd.HasField("election_id")
+                    else None
+                )
+                arb = Arbitration(
+                    upd.status.code == code_pb2.OK, upd.status.code, highest, upd.status.message
+                )
                 with self._cond:
                     self.arbitration = arb
                     self._arb_seq += 1
@@ -272,8 +286,12 @@ class P4RuntimeClient:
     def __enter__(self) -> P4RuntimeClient:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # -- RPCs -----------------------------------------------------------------------------
@@ -289,12 +307,18 @@ class P4RuntimeClient:
             raise FabricUnavailable(f"{self.name}: not arbitrated (call connect() first)")
         return uint128(self.election_id)
 
-    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes, *,
-                     cookie: int | None = None,
-                     action: int = PipelineAction.VERIFY_AND_COMMIT) -> None:  # fmt: skip
+    def set_pipeline(
+        self,
+        p4info: p4info_pb2.P4Info,
+        device_config: bytes,
+        *,
+        cookie: int | None = None,
+        action: int = PipelineAction.VERIFY_AND_COMMIT,
+    ) -> None:
         """``SetForwardingPipelineConfig`` (needs primary)."""
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.options.device_id, election_id=self._election(), action=action)
+            device_id=self.options.device_id, election_id=self._election(), action=action
+        )
         req.config.p4info.CopyFrom(p4info)
         req.config.p4_device_config = device_config
         if cookie is not None:
@@ -304,24 +328,31 @@ class P4RuntimeClient:
         except grpc.RpcError as e:
             raise rpc_error(f"{self.name}: SetForwardingPipelineConfig", e) from None
 
-    def get_pipeline(self, response_type: int = GetResponseType.ALL, *,
-                     timeout_s: float | None = None
-                     ) -> p4runtime_pb2.ForwardingPipelineConfig | None:  # fmt: skip
+    def get_pipeline(
+        self, response_type: int = GetResponseType.ALL, *, timeout_s: float | None = None
+    ) -> p4runtime_pb2.ForwardingPipelineConfig | None:
         """The device's pipeline (None when it has none)."""
         req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
-            device_id=self.options.device_id, response_type=response_type)
+            device_id=self.options.device_id, response_type=response_type
+        )
         try:
             rep = self.stub.GetForwardingPipelineConfig(
-                req, timeout=timeout_s if timeout_s is not None else self.options.rpc_timeout_s)
+                req, timeout=timeout_s if timeout_s is not None else self.options.rpc_timeout_s
+            )
         except grpc.RpcError as e:
             raise rpc_error(f"{self.name}: GetForwardingPipelineConfig", e) from None
-        if not rep.HasField("config") or (not rep.config.HasField("p4info")
-                                          and not rep.config.HasField("cookie")):  # fmt: skip
+        if not rep.HasField("config") or (
+            not rep.config.HasField("p4info") and not rep.config.HasField("cookie")
+        ):
             return None
         return rep.config
 
-    def write(self, updates: Sequence[p4runtime_pb2.Update], *,
-              atomicity: int = p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR) -> None:  # fmt: skip
+    def write(
+        self,
+        updates: Sequence[p4runtime_pb2.Update],
+        *,
+        atomicity: int = p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR,
+    ) -> None:
         """One ``Write`` of ``updates`` (needs primary).
 
         Raises:
@@ -330,8 +361,9 @@ class P4RuntimeClient:
         """
         if not updates:
             return
-        req = p4runtime_pb2.WriteRequest(device_id=self.options.device_id,
-                                         election_id=self._election(), atomicity=atomicity)  # fmt: skip
+        req = p4runtime_pb2.WriteRequest(
+            device_id=self.options.device_id, election_id=self._election(), atomicity=atomicity
+        )
         req.updates.extend(updates)
         try:
             self.stub.Write(req, timeout=self.options.rpc_timeout_s)
@@ -343,8 +375,11 @@ class P4RuntimeClient:
         req = p4runtime_pb2.ReadRequest(device_id=self.options.device_id)
         req.entities.extend(entities)
         try:
-            return [e for rep in self.stub.Read(req, timeout=self.options.rpc_timeout_s)
-                    for e in rep.entities]  # fmt: skip
+            return [
+                e
+                for rep in self.stub.Read(req, timeout=self.options.rpc_timeout_s)
+                for e in rep.entities
+            ]
         except grpc.RpcError as e:
             raise rpc_error(f"{self.name}: Read", e) from None
 

@@ -55,15 +55,20 @@ class FabricProcesses:
         except (OSError, json.JSONDecodeError) as e:
             raise CommandError(f"{path}: unreadable fabric state ({e})") from None
         try:
-            hosts = {str(k): int(v["pid"]) for k, v in (doc.get("hosts") or {}).items()
-                     if isinstance(v, dict) and v.get("pid") is not None}  # fmt: skip
+            hosts = {
+                str(k): int(v["pid"])
+                for k, v in (doc.get("hosts") or {}).items()
+                if isinstance(v, dict) and v.get("pid") is not None
+            }
             switches = {}
             for name, v in (doc.get("switches") or {}).items():
                 ifs = {int(p): str(i) for p, i in (v.get("interfaces") or {}).items()}
                 switches[str(name)] = SwitchProcess(
                     int(v["pid"]) if v.get("pid") is not None else None,
                     str(v["grpc"]) if v.get("grpc") else None,
-                    int(v["thrift_port"]) if v.get("thrift_port") is not None else None, ifs)
+                    int(v["thrift_port"]) if v.get("thrift_port") is not None else None,
+                    ifs,
+                )
             topo = doc.get("topology")
             return cls(path, str(topo) if topo else None, hosts, switches)
         except (AttributeError, TypeError, ValueError, KeyError) as e:

@@ -40,8 +40,17 @@ INJECT_LOSS = "FabricEgress.inject_loss"
 SET_MACS = "FabricEgress.set_macs"
 
 #: The tables (and the selector) whose whole content the controller owns.
-MANAGED_TABLES = (MY_SID, ROUTES, ECMP_ROUTES, PORT_STATE, TRIM_CONFIG, BURST_CONFIG, ECN_CONFIG,
-                  LOSS_INJECT, PORT_MAC)  # fmt: skip
+MANAGED_TABLES = (
+    MY_SID,
+    ROUTES,
+    ECMP_ROUTES,
+    PORT_STATE,
+    TRIM_CONFIG,
+    BURST_CONFIG,
+    ECN_CONFIG,
+    LOSS_INJECT,
+    PORT_MAC,
+)
 MANAGED_PROFILES = (ECMP_SELECTOR,)
 
 # counters (indexed by port unless said otherwise)
@@ -62,8 +71,16 @@ PACKET_OUT = "packet_out"
 PACKET_IN = "packet_in"
 
 #: drop_reasons indices (DROP_* in fabric.p4)
-DROP_REASON_NAMES = {1: "parser error", 2: "not IPv6", 3: "hop limit", 4: "no route",
-                     5: "SRH malformed", 6: "SRH too deep", 7: "port down", 8: "injected loss"}
+DROP_REASON_NAMES = {
+    1: "parser error",
+    2: "not IPv6",
+    3: "hop limit",
+    4: "no route",
+    5: "SRH malformed",
+    6: "SRH too deep",
+    7: "port down",
+    8: "injected loss",
+}
 
 CPU_PORT = 255
 DROP_PORT = 511  # v1model / BMv2: egress_spec 511 drops
@@ -77,8 +94,17 @@ def check_program(schema: Schema) -> None:
     """
     for t in MANAGED_TABLES:
         schema.table(t)
-    for a in (USID_UN, USID_UA, SET_EGRESS_PORT, PORT_DOWN, SET_TRIM, TRACK_BURSTS,
-              SET_ECN_THRESHOLD, INJECT_LOSS, SET_MACS):  # fmt: skip
+    for a in (
+        USID_UN,
+        USID_UA,
+        SET_EGRESS_PORT,
+        PORT_DOWN,
+        SET_TRIM,
+        TRACK_BURSTS,
+        SET_ECN_THRESHOLD,
+        INJECT_LOSS,
+        SET_MACS,
+    ):
         schema.action(a)
     for p in MANAGED_PROFILES:
         schema.action_profile(p)

@@ -65,7 +65,9 @@ def baseline_prefix(address: str) -> Lpm:
     return Lpm(fp.DST_ADDR, int(net.network_address), BASELINE_PREFIX_LEN)
 
 
-def _port_entry(table: str, field: str, port: int, action: str, *params: tuple[str, int]) -> TableEntry:
+def _port_entry(
+    table: str, field: str, port: int, action: str, *params: tuple[str, int]
+) -> TableEntry:
     return TableEntry(table, (Exact(field, port),), ActionCall(action, tuple(params)))
 
 
@@ -77,9 +79,12 @@ def sid_entries(sw: Switch, config: ControllerConfig) -> list[Entity]:
     """``my_sid``: the switch's uN /48 and (optionally) one uA /48 per port."""
     out: list[Entity] = [TableEntry(fp.MY_SID, (usid_prefix(sw.usid),), ActionCall(fp.USID_UN))]
     if config.uA_sids:
-        out += [TableEntry(fp.MY_SID, (usid_prefix(UA_BASE | port),),
-                           ActionCall(fp.USID_UA, (("port", port),)))
-                for port in sorted(sw.ports)]  # fmt: skip
+        out += [
+            TableEntry(
+                fp.MY_SID, (usid_prefix(UA_BASE | port),), ActionCall(fp.USID_UA, (("port", port),))
+            )
+            for port in sorted(sw.ports)
+        ]
     return out
 
 
@@ -109,23 +114,31 @@ def spine_routes(wiring: Wiring, sw: Switch) -> list[Entity]:
     return out
 
 
-def ecmp_entries(wiring: Wiring, sw: Switch, down: set[tuple[str, int]],
-                 config: ControllerConfig) -> list[Entity]:  # fmt: skip
+def ecmp_entries(
+    wiring: Wiring, sw: Switch, down: set[tuple[str, int]], config: ControllerConfig
+) -> list[Entity]:
     """The leaf's baseline ECMP: members per uplink, a group per remote leaf, a route per host.
 
     With ``config.ecmp_reroute`` a group holds only the uplinks whose two hops (leaf -> spine,
     spine -> remote leaf) are up; when none is, it keeps all of them (the entries stay valid and
     ``port_state`` drops the traffic).
     """
-    uplinks = [p for p in sorted(sw.ports) if wiring.peer(sw.name, p) is not None
-               and not wiring.peer(sw.name, p).is_host]  # type: ignore[union-attr]  # fmt: skip
+    uplinks = [
+        p
+        for p in sorted(sw.ports)
+        if wiring.peer(sw.name, p) is not None and not wiring.peer(sw.name, p).is_host
+    ]  # type: ignore[union-attr]
     if not uplinks:
         return []
-    out: list[Entity] = [Member(fp.ECMP_SELECTOR, port, ActionCall(fp.SET_EGRESS_PORT,
-                                                                  (("port", port),)))
-                         for port in uplinks]  # fmt: skip
-    leaves = [s for s in wiring.fabric.switches
-              if s.role == "leaf" and s.plane == sw.plane and s.name != sw.name]  # fmt: skip
+    out: list[Entity] = [
+        Member(fp.ECMP_SELECTOR, port, ActionCall(fp.SET_EGRESS_PORT, (("port", port),)))
+        for port in uplinks
+    ]
+    leaves = [
+        s
+        for s in wiring.fabric.switches
+        if s.role == "leaf" and s.plane == sw.plane and s.name != sw.name
+    ]
     for remote in leaves:
         members = []
         for port in uplinks:
@@ -138,57 +151,105 @@ def ecmp_entries(wiring: Wiring, sw: Switch, down: set[tuple[str, int]],
             if alive or not config.ecmp_reroute:
                 members.append(port)
         if not members:
-            members = [p for p in uplinks
-                       if wiring.port_toward(wiring.peer(sw.name, p).name,  # type: ignore[union-attr]
-                                             remote.name) is not None]  # fmt: skip
+            members = [
+                p
+                for p in uplinks
+                if wiring.port_toward(
+                    wiring.peer(sw.name, p).name,  # type: ignore[union-attr]
+                    remote.name,
+                )
+                is not None
+            ]
         group_id = remote.index + 1
         out.append(Group(fp.ECMP_SELECTOR, group_id, tuple(members), max_size=len(uplinks)))
         for host in wiring.fabric.hosts:
             if host.leaf_index == remote.index:
-                out.append(TableEntry(fp.ECMP_ROUTES,
-                                      (baseline_prefix(host.nics[sw.plane].baseline_address),),
-                                      group_id=group_id))  # fmt: skip
+                out.append(
+                    TableEntry(
+                        fp.ECMP_ROUTES,
+                        (baseline_prefix(host.nics[sw.plane].baseline_address),),
+                        group_id=group_id,
+                    )
+                )
     return out
 
 
-def port_entries(wiring: Wiring, sw: Switch, config: ControllerConfig,
-                 conditions: Conditions) -> list[Entity]:  # fmt: skip
+def port_entries(
+    wiring: Wiring, sw: Switch, config: ControllerConfig, conditions: Conditions
+) -> list[Entity]:
     """``port_mac``, ``burst_config``, ``ecn_config`` and ``trim_config`` for every port of the
     switch (the last two unless ECN / trimming is off)."""
     out: list[Entity] = []
     for port in sorted(sw.ports):
-        out.append(_port_entry(fp.PORT_MAC, fp.EGRESS_PORT, port, fp.SET_MACS,
-                               ("src", mac_int(sw.mac)),
-                               ("dst", mac_int(wiring.peer_mac(sw.name, port)))))  # fmt: skip
-        out.append(_port_entry(fp.BURST_CONFIG, fp.EGRESS_PORT, port, fp.TRACK_BURSTS,
-                               ("high", config.burst_high_pkts),
-                               ("low", config.burst_low_pkts)))  # fmt: skip
+        out.append(
+            _port_entry(
+                fp.PORT_MAC,
+                fp.EGRESS_PORT,
+                port,
+                fp.SET_MACS,
+                ("src", mac_int(sw.mac)),
+                ("dst", mac_int(wiring.peer_mac(sw.name, port))),
+            )
+        )
+        out.append(
+            _port_entry(
+                fp.BURST_CONFIG,
+                fp.EGRESS_PORT,
+                port,
+                fp.TRACK_BURSTS,
+                ("high", config.burst_high_pkts),
+                ("low", config.burst_low_pkts),
+            )
+        )
         if conditions.ecn_threshold_pkts is not None:
-            out.append(_port_entry(fp.ECN_CONFIG, fp.EGRESS_PORT, port, fp.SET_ECN_THRESHOLD,
-                                   ("k", conditions.ecn_threshold_pkts)))  # fmt: skip
+            out.append(
+                _port_entry(
+                    fp.ECN_CONFIG,
+                    fp.EGRESS_PORT,
+                    port,
+                    fp.SET_ECN_THRESHOLD,
+                    ("k", conditions.ecn_threshold_pkts),
+                )
+            )
         if conditions.trim_threshold_pkts is not None:
             # one priority queue (priority 0): a trimmed header waits behind the queue it
             # found, but never fills it (the tail-drop depth is above any useful threshold)
-            out.append(_port_entry(fp.TRIM_CONFIG, fp.EGRESS_SPEC, port, fp.SET_TRIM,
-                                   ("threshold", conditions.trim_threshold_pkts),
-                                   ("keep_bytes", config.trim_keep_bytes),
-                                   ("priority", 0)))  # fmt: skip
+            out.append(
+                _port_entry(
+                    fp.TRIM_CONFIG,
+                    fp.EGRESS_SPEC,
+                    port,
+                    fp.SET_TRIM,
+                    ("threshold", conditions.trim_threshold_pkts),
+                    ("keep_bytes", config.trim_keep_bytes),
+                    ("priority", 0),
+                )
+            )
     return out
 
 
-def condition_entries(sw: Switch, conditions: Conditions,
-                      down: set[tuple[str, int]]) -> list[Entity]:  # fmt: skip
+def condition_entries(
+    sw: Switch, conditions: Conditions, down: set[tuple[str, int]]
+) -> list[Entity]:
     """``port_state`` for ports marked down and ``loss_inject`` for lossy ports."""
-    out: list[Entity] = [_port_entry(fp.PORT_STATE, fp.EGRESS_SPEC, port, fp.PORT_DOWN)
-                         for (name, port) in sorted(down) if name == sw.name]  # fmt: skip
-    out += [_port_entry(fp.LOSS_INJECT, fp.EGRESS_PORT, e.port, fp.INJECT_LOSS,
-                        ("threshold", e.threshold))
-            for e in conditions.losses if e.switch == sw.name]  # fmt: skip
+    out: list[Entity] = [
+        _port_entry(fp.PORT_STATE, fp.EGRESS_SPEC, port, fp.PORT_DOWN)
+        for (name, port) in sorted(down)
+        if name == sw.name
+    ]
+    out += [
+        _port_entry(
+            fp.LOSS_INJECT, fp.EGRESS_PORT, e.port, fp.INJECT_LOSS, ("threshold", e.threshold)
+        )
+        for e in conditions.losses
+        if e.switch == sw.name
+    ]
     return out
 
 
-def switch_entities(wiring: Wiring, sw: Switch, config: ControllerConfig,
-                    conditions: Conditions) -> EntityMap:  # fmt: skip
+def switch_entities(
+    wiring: Wiring, sw: Switch, config: ControllerConfig, conditions: Conditions
+) -> EntityMap:
     """Everything one switch should hold."""
     marked = conditions.down_ends(wiring, phy=False)
     every_down = conditions.down_ends(wiring)
@@ -203,12 +264,16 @@ def switch_entities(wiring: Wiring, sw: Switch, config: ControllerConfig,
     return index(entities)
 
 
-def desired_entities(fabric: Fabric | Wiring, config: ControllerConfig | None = None,
-                     conditions: Conditions | None = None) -> dict[str, EntityMap]:  # fmt: skip
+def desired_entities(
+    fabric: Fabric | Wiring,
+    config: ControllerConfig | None = None,
+    conditions: Conditions | None = None,
+) -> dict[str, EntityMap]:
     """``{switch name: {key: entity}}`` for the whole fabric."""
     wiring = fabric if isinstance(fabric, Wiring) else Wiring(fabric)
     config = config or ControllerConfig()
     if conditions is None:
         conditions = Conditions(ecn_threshold_pkts=config.ecn_threshold_pkts)
-    return {sw.name: switch_entities(wiring, sw, config, conditions)
-            for sw in wiring.fabric.switches}  # fmt: skip
+    return {
+        sw.name: switch_entities(wiring, sw, config, conditions) for sw in wiring.fabric.switches
+    }

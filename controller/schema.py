@@ -142,20 +142,25 @@ class Schema:
         for p in info.params:
             if p.name not in given:
                 raise SchemaError(f"action {info.preamble.name}: parameter '{p.name}' is missing")
-            out.params.add(param_id=p.id, value=_bytes(given.pop(p.name), p.bitwidth,
-                                                        f"{info.preamble.name}({p.name})"))  # fmt: skip
+            out.params.add(
+                param_id=p.id,
+                value=_bytes(given.pop(p.name), p.bitwidth, f"{info.preamble.name}({p.name})"),
+            )
         if given:
             names = ", ".join(p.name for p in info.params) or "none"
-            raise SchemaError(f"action {info.preamble.name} has no parameter "
-                              f"'{next(iter(given))}' (its parameters: {names})")  # fmt: skip
+            raise SchemaError(
+                f"action {info.preamble.name} has no parameter "
+                f"'{next(iter(given))}' (its parameters: {names})"
+            )
         return out
 
     def decode_action(self, msg: p4runtime_pb2.Action) -> ActionCall:
         info = self.action(msg.action_id)
         by_id = {p.id: p.name for p in info.params}
         params = {by_id[p.param_id]: _int(p.value) for p in msg.params if p.param_id in by_id}
-        return ActionCall(info.preamble.name, tuple((p.name, params.get(p.name, 0))
-                                                    for p in info.params))  # fmt: skip
+        return ActionCall(
+            info.preamble.name, tuple((p.name, params.get(p.name, 0)) for p in info.params)
+        )
 
     # -- table entries --------------------------------------------------------------------
 
@@ -168,8 +173,10 @@ class Schema:
             if isinstance(m, Exact):
                 if f.match_type != MatchField.EXACT:
                     raise SchemaError(f"{what} is not an exact match")
-                out.match.add(field_id=f.id, exact=p4runtime_pb2.FieldMatch.Exact(
-                    value=_bytes(m.value, f.bitwidth, what)))  # fmt: skip
+                out.match.add(
+                    field_id=f.id,
+                    exact=p4runtime_pb2.FieldMatch.Exact(value=_bytes(m.value, f.bitwidth, what)),
+                )
             else:
                 if f.match_type != MatchField.LPM:
                     raise SchemaError(f"{what} is not an LPM match")
@@ -178,15 +185,21 @@ class Schema:
                 if m.value & ((1 << (f.bitwidth - m.prefix_len)) - 1):
                     raise SchemaError(f"{what}: value has bits beyond /{m.prefix_len}")
                 if m.prefix_len:
-                    out.match.add(field_id=f.id, lpm=p4runtime_pb2.FieldMatch.LPM(
-                        value=_bytes(m.value, f.bitwidth, what), prefix_len=m.prefix_len))  # fmt: skip
+                    out.match.add(
+                        field_id=f.id,
+                        lpm=p4runtime_pb2.FieldMatch.LPM(
+                            value=_bytes(m.value, f.bitwidth, what), prefix_len=m.prefix_len
+                        ),
+                    )
         if e.action is not None:
             ids = {r.id for r in t.action_refs}
             action = self.encode_action(e.action)
             if action.action_id not in ids:
                 names = ", ".join(self.action(i).preamble.name for i in ids)
-                raise SchemaError(f"action {e.action.name} is not an action of table "
-                                  f"{t.preamble.name} (its actions: {names})")  # fmt: skip
+                raise SchemaError(
+                    f"action {e.action.name} is not an action of table "
+                    f"{t.preamble.name} (its actions: {names})"
+                )
             out.action.action.CopyFrom(action)
         else:
             if not t.implementation_id:
@@ -211,34 +224,52 @@ class Schema:
                 raise SchemaError(f"table {t.preamble.name}: {kind} matches are not used here")
         which = msg.action.WhichOneof("type")
         if which == "action":
-            return TableEntry(t.preamble.name, tuple(match), self.decode_action(msg.action.action),
-                              priority=msg.priority)  # fmt: skip
+            return TableEntry(
+                t.preamble.name,
+                tuple(match),
+                self.decode_action(msg.action.action),
+                priority=msg.priority,
+            )
         if which == "action_profile_group_id":
-            return TableEntry(t.preamble.name, tuple(match),
-                              group_id=msg.action.action_profile_group_id, priority=msg.priority)
+            return TableEntry(
+                t.preamble.name,
+                tuple(match),
+                group_id=msg.action.action_profile_group_id,
+                priority=msg.priority,
+            )
         raise SchemaError(f"table {t.preamble.name}: entry with a {which} action is not used here")
 
     # -- action profiles ------------------------------------------------------------------
 
     def encode_member(self, m: Member) -> p4runtime_pb2.ActionProfileMember:
-        return p4runtime_pb2.ActionProfileMember(action_profile_id=self.profile_id(m.profile),
-                                                 member_id=m.member_id,
-                                                 action=self.encode_action(m.action))  # fmt: skip
+        return p4runtime_pb2.ActionProfileMember(
+            action_profile_id=self.profile_id(m.profile),
+            member_id=m.member_id,
+            action=self.encode_action(m.action),
+        )
 
     def encode_group(self, g: Group) -> p4runtime_pb2.ActionProfileGroup:
-        out = p4runtime_pb2.ActionProfileGroup(action_profile_id=self.profile_id(g.profile),
-                                               group_id=g.group_id, max_size=g.max_size)  # fmt: skip
+        out = p4runtime_pb2.ActionProfileGroup(
+            action_profile_id=self.profile_id(g.profile), group_id=g.group_id, max_size=g.max_size
+        )
         for mid in g.members:
             out.members.add(member_id=mid, weight=1)
         return out
 
     def decode_member(self, msg: p4runtime_pb2.ActionProfileMember) -> Member:
-        return Member(self.action_profile(msg.action_profile_id).preamble.name, msg.member_id,
-                      self.decode_action(msg.action))  # fmt: skip
+        return Member(
+            self.action_profile(msg.action_profile_id).preamble.name,
+            msg.member_id,
+            self.decode_action(msg.action),
+        )
 
     def decode_group(self, msg: p4runtime_pb2.ActionProfileGroup) -> Group:
-        return Group(self.action_profile(msg.action_profile_id).preamble.name, msg.group_id,
-                     tuple(m.member_id for m in msg.members), msg.max_size)  # fmt: skip
+        return Group(
+            self.action_profile(msg.action_profile_id).preamble.name,
+            msg.group_id,
+            tuple(m.member_id for m in msg.members),
+            msg.max_size,
+        )
 
     # -- entities -------------------------------------------------------------------------
 
@@ -259,17 +290,27 @@ class Schema:
             return self.decode_group(msg.action_profile_group)
         raise SchemaError(f"{kind} entities are not controller entities")
 
-    def read_all(self, tables: Iterable[str], profiles: Iterable[str]) -> list[p4runtime_pb2.Entity]:
+    def read_all(
+        self, tables: Iterable[str], profiles: Iterable[str]
+    ) -> list[p4runtime_pb2.Entity]:
         """Wildcard read requests: every entry of ``tables``, every member and group of
         ``profiles``."""
-        out = [p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=self.table_id(t)))
-               for t in tables]  # fmt: skip
+        out = [
+            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=self.table_id(t)))
+            for t in tables
+        ]
         for p in profiles:
             pid = self.profile_id(p)
-            out.append(p4runtime_pb2.Entity(
-                action_profile_member=p4runtime_pb2.ActionProfileMember(action_profile_id=pid)))
-            out.append(p4runtime_pb2.Entity(
-                action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=pid)))
+            out.append(
+                p4runtime_pb2.Entity(
+                    action_profile_member=p4runtime_pb2.ActionProfileMember(action_profile_id=pid)
+                )
+            )
+            out.append(
+                p4runtime_pb2.Entity(
+                    action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=pid)
+                )
+            )
         return out
 
     # -- counters -------------------------------------------------------------------------
@@ -288,8 +329,9 @@ class Schema:
 
     # -- digests --------------------------------------------------------------------------
 
-    def digest_entry(self, name: str, *, max_timeout_ns: int, max_list_size: int,
-                     ack_timeout_ns: int) -> p4runtime_pb2.Entity:  # fmt: skip
+    def digest_entry(
+        self, name: str, *, max_timeout_ns: int, max_list_size: int, ack_timeout_ns: int
+    ) -> p4runtime_pb2.Entity:
         entry = p4runtime_pb2.DigestEntry(digest_id=self.digest_id(name))
         entry.config.max_timeout_ns = max_timeout_ns
         entry.config.max_list_size = max_list_size
@@ -324,22 +366,28 @@ class Schema:
 
     # -- packet I/O -----------------------------------------------------------------------
 
-    def packet_out(self, payload: bytes, metadata: Mapping[str, int],
-                   header: str = "packet_out") -> p4runtime_pb2.PacketOut:  # fmt: skip
+    def packet_out(
+        self, payload: bytes, metadata: Mapping[str, int], header: str = "packet_out"
+    ) -> p4runtime_pb2.PacketOut:
         """A ``PacketOut`` with every metadata field of ``header`` (unnamed ones are 0)."""
         h = self.packet_metadata(header)
         given = dict(metadata)
         out = p4runtime_pb2.PacketOut(payload=payload)
         for m in h.metadata:
-            out.metadata.add(metadata_id=m.id, value=_bytes(given.pop(m.name, 0), m.bitwidth,
-                                                             f"{header}.{m.name}"))  # fmt: skip
+            out.metadata.add(
+                metadata_id=m.id,
+                value=_bytes(given.pop(m.name, 0), m.bitwidth, f"{header}.{m.name}"),
+            )
         if given:
-            raise SchemaError(f"{header} has no field '{next(iter(given))}' "
-                              f"(its fields: {', '.join(m.name for m in h.metadata)})")  # fmt: skip
+            raise SchemaError(
+                f"{header} has no field '{next(iter(given))}' "
+                f"(its fields: {', '.join(m.name for m in h.metadata)})"
+            )
         return out
 
-    def packet_in_metadata(self, msg: p4runtime_pb2.PacketIn,
-                           header: str = "packet_in") -> dict[str, int]:  # fmt: skip
+    def packet_in_metadata(
+        self, msg: p4runtime_pb2.PacketIn, header: str = "packet_in"
+    ) -> dict[str, int]:
         h = self.packet_metadata(header)
         names = {m.id: m.name for m in h.metadata}
         return {names.get(m.metadata_id, str(m.metadata_id)): _int(m.value) for m in msg.metadata}

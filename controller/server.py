@@ -76,8 +76,7 @@ def parse_request(line: bytes) -> list[str]:
     return argv
 
 
-def execute(ctl: FabricController, line: bytes, emit: Any,
-            alive: Any = None) -> dict[str, Any]:  # fmt: skip
+def execute(ctl: FabricController, line: bytes, emit: Any, alive: Any = None) -> dict[str, Any]:
     """Run one request line; the final reply (streamed lines go to ``emit``)."""
     try:
         argv = parse_request(line)
@@ -92,7 +91,11 @@ def execute(ctl: FabricController, line: bytes, emit: Any,
         raise
     except Exception as e:  # noqa: BLE001 - a bug must not stop the server
         log.exception("command failed")
-        return {"ok": False, "kind": "internal", "error": f"internal error: {type(e).__name__}: {e}"}
+        return {
+            "ok": False,
+            "kind": "internal",
+            "error": f"internal error: {type(e).__name__}: {e}",
+        }
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -128,8 +131,13 @@ class _Handler(socketserver.StreamRequestHandler):
                 continue
             try:
                 if len(line) > MAX_REQUEST_BYTES:
-                    self._send({"ok": False, "kind": "request",
-                                "error": f"request longer than {MAX_REQUEST_BYTES} bytes"})
+                    self._send(
+                        {
+                            "ok": False,
+                            "kind": "request",
+                            "error": f"request longer than {MAX_REQUEST_BYTES} bytes",
+                        }
+                    )
                     return  # the rest of the oversized line cannot be skipped reliably
                 reply = execute(self.server.controller, line, self._stream, self._alive)
                 self._send(reply)
@@ -149,8 +157,9 @@ class _Server(socketserver.ThreadingTCPServer):
 class ControlServer:
     """Serves ``controller``'s commands on 127.0.0.1:``port`` (0: any free port)."""
 
-    def __init__(self, controller: FabricController, port: int = 0, *,
-                 topology: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, controller: FabricController, port: int = 0, *, topology: str | None = None
+    ) -> None:
         self.controller = controller
         self.requested_port = port
         self.topology = topology
@@ -166,14 +175,27 @@ class ControlServer:
         if self._server is not None:
             return self
         self._server = _Server((HOST, self.requested_port), self.controller)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="tf-ctl-server")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="tf-ctl-server"
+        )
         self._thread.start()
         from controller.fabric import write_atomic
 
-        write_atomic(self.state_path, json.dumps({
-            "pid": os.getpid(), "host": HOST, "port": self.port, "topology": self.topology,
-            "started_unix_s": time.time(), "v": PROTOCOL_VERSION}, indent=1) + "\n")  # fmt: skip
+        write_atomic(
+            self.state_path,
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": HOST,
+                    "port": self.port,
+                    "topology": self.topology,
+                    "started_unix_s": time.time(),
+                    "v": PROTOCOL_VERSION,
+                },
+                indent=1,
+            )
+            + "\n",
+        )
         return self
 
     def stop(self) -> None:
@@ -193,6 +215,10 @@ class ControlServer:
     def __enter__(self) -> ControlServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

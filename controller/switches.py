@@ -59,10 +59,13 @@ class SyncResult:
         def first(a: float | None, b: float | None) -> float | None:
             return b if a is None else a if b is None else min(a, b)
 
-        return SyncResult(self.inserted + other.inserted, self.modified + other.modified,
-                          self.deleted + other.deleted,
-                          first(self.first_write_sent, other.first_write_sent),
-                          first(self.first_write_done, other.first_write_done))  # fmt: skip
+        return SyncResult(
+            self.inserted + other.inserted,
+            self.modified + other.modified,
+            self.deleted + other.deleted,
+            first(self.first_write_sent, other.first_write_sent),
+            first(self.first_write_done, other.first_write_done),
+        )
 
     @property
     def total(self) -> int:
@@ -87,16 +90,28 @@ def write_plan(d: Diff) -> list[tuple[int, list[Entity]]]:
 class SwitchSession:
     """The controller's connection to one switch."""
 
-    def __init__(self, switch: Switch, address: str, config: ControllerConfig,
-                 schema: Schema | None = None, election_id: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        switch: Switch,
+        address: str,
+        config: ControllerConfig,
+        schema: Schema | None = None,
+        election_id: int | None = None,
+    ) -> None:
         self.switch = switch
         self.address = address
         self.config = config
         self.schema = schema
-        self.client = P4RuntimeClient(address, ClientOptions(
-            device_id=switch.device_id, election_id=election_id,
-            connect_timeout_s=config.connect_timeout_s, rpc_timeout_s=config.rpc_timeout_s),
-            name=switch.name)  # fmt: skip
+        self.client = P4RuntimeClient(
+            address,
+            ClientOptions(
+                device_id=switch.device_id,
+                election_id=election_id,
+                connect_timeout_s=config.connect_timeout_s,
+                rpc_timeout_s=config.rpc_timeout_s,
+            ),
+            name=switch.name,
+        )
         self.installed: EntityMap = {}
         self.pipeline_cookie: int | None = None
         self.last_error: str = ""
@@ -124,8 +139,9 @@ class SwitchSession:
         self.pipeline_cookie = cookie
         self.installed = {}
 
-    def fetch_pipeline(self, timeout_s: float | None = None
-                       ) -> tuple[p4info_pb2.P4Info | None, int | None]:  # fmt: skip
+    def fetch_pipeline(
+        self, timeout_s: float | None = None
+    ) -> tuple[p4info_pb2.P4Info | None, int | None]:
         """The switch's P4Info and cookie (None, None without a pipeline)."""
         config = self.client.get_pipeline(GetResponseType.P4INFO_AND_COOKIE, timeout_s=timeout_s)
         if config is None:
@@ -153,7 +169,7 @@ class SwitchSession:
         done: float | None = None
         for kind, entities in write_plan(d):
             for start in range(0, len(entities), self.config.write_batch):
-                chunk = entities[start:start + self.config.write_batch]
+                chunk = entities[start : start + self.config.write_batch]
                 if sent is None:
                     sent = time.monotonic()
                 self._write(schema, kind, chunk)
@@ -185,8 +201,9 @@ class SwitchSession:
 
     # -- counters, digests, packets -------------------------------------------------------
 
-    def read_counters(self, names: Sequence[str], indices: Sequence[int] | None = None
-                      ) -> dict[tuple[str, int], tuple[int, int]]:  # fmt: skip
+    def read_counters(
+        self, names: Sequence[str], indices: Sequence[int] | None = None
+    ) -> dict[tuple[str, int], tuple[int, int]]:
         """``{(counter, index): (packets, bytes)}`` for the ``indices`` (None: every cell) of
         the named counters, in one Read."""
         schema = self.need_schema()
@@ -205,9 +222,12 @@ class SwitchSession:
     def enable_digest(self, name: str) -> None:
         """Insert the DigestEntry (or modify it when one exists) with the configured timeouts."""
         schema = self.need_schema()
-        entity = schema.digest_entry(name, max_timeout_ns=self.config.digest_max_timeout_ns,
-                                     max_list_size=self.config.digest_max_list_size,
-                                     ack_timeout_ns=self.config.digest_ack_timeout_ns)  # fmt: skip
+        entity = schema.digest_entry(
+            name,
+            max_timeout_ns=self.config.digest_max_timeout_ns,
+            max_list_size=self.config.digest_max_list_size,
+            ack_timeout_ns=self.config.digest_ack_timeout_ns,
+        )
         try:
             self.client.write([update(INSERT, entity)])
         except P4RuntimeError as err:
@@ -229,8 +249,9 @@ class SwitchSession:
             return None
 
 
-def run_parallel(sessions: Iterable[SwitchSession], fn: Callable[[SwitchSession], T],
-                 workers: int = 16) -> dict[str, T | Exception]:  # fmt: skip
+def run_parallel(
+    sessions: Iterable[SwitchSession], fn: Callable[[SwitchSession], T], workers: int = 16
+) -> dict[str, T | Exception]:
     """Run ``fn`` on every session in parallel; ``{name: result or the exception it raised}``."""
     sessions = list(sessions)
     if not sessions:
@@ -246,8 +267,9 @@ def run_parallel(sessions: Iterable[SwitchSession], fn: Callable[[SwitchSession]
         return out
 
 
-def for_each(sessions: Iterable[SwitchSession], fn: Callable[[SwitchSession], T],
-             workers: int = 16) -> dict[str, T]:  # fmt: skip
+def for_each(
+    sessions: Iterable[SwitchSession], fn: Callable[[SwitchSession], T], workers: int = 16
+) -> dict[str, T]:
     """Run ``fn`` on every session in parallel; ``{name: result}``. The first error is raised
     after all have finished, naming the other failures in its notes."""
     results = run_parallel(sessions, fn, workers)

@@ -43,8 +43,15 @@ class BurstRecord:
 
     @classmethod
     def from_digest(cls, switch: str, values: dict[str, int], received: float) -> BurstRecord:
-        return cls(switch, values["port"], values["start_us"], values["end_us"],
-                   values["peak_qdepth"], values["packets"], received)  # fmt: skip
+        return cls(
+            switch,
+            values["port"],
+            values["start_us"],
+            values["end_us"],
+            values["peak_qdepth"],
+            values["packets"],
+            received,
+        )
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(BurstRecord))

@@ -37,8 +37,7 @@ def suggest(key: str, candidates: Iterable[str]) -> str:
 def unknown(kind: str, key: str, valid: Iterable[str]) -> CommandError:
     """An error that names the closest valid name and lists them all."""
     names = list(valid)
-    return CommandError(f"unknown {kind} '{key}'{suggest(key, names)} "
-                        f"(valid: {', '.join(names)})")  # fmt: skip
+    return CommandError(f"unknown {kind} '{key}'{suggest(key, names)} (valid: {', '.join(names)})")
 
 
 class Wiring:
@@ -83,13 +82,22 @@ class Wiring:
         """
         for name in (a, b):
             self.check_node(name)
-        ends = [(x, p) for x, y in ((a, b), (b, a)) if x in self.switches
-                for p in [self._toward.get((x, y))] if p is not None]  # fmt: skip
+        ends = [
+            (x, p)
+            for x, y in ((a, b), (b, a))
+            if x in self.switches
+            for p in [self._toward.get((x, y))]
+            if p is not None
+        ]
         if not ends:
-            near = [self.switches[a].ports[p] for p in self.switches[a].ports] if a in \
-                self.switches else [n.leaf for n in self.hosts[a].nics]  # fmt: skip
-            raise CommandError(f"'{a}' and '{b}' are not linked ('{a}' is linked to "
-                               f"{', '.join(near)})")  # fmt: skip
+            near = (
+                [self.switches[a].ports[p] for p in self.switches[a].ports]
+                if a in self.switches
+                else [n.leaf for n in self.hosts[a].nics]
+            )
+            raise CommandError(
+                f"'{a}' and '{b}' are not linked ('{a}' is linked to {', '.join(near)})"
+            )
         return ends
 
     def switch_ports(self, switch: str) -> list[int]:
@@ -97,8 +105,9 @@ class Wiring:
 
     def plane_ends(self, plane: int) -> list[tuple[str, int]]:
         """Every port of every switch of ``plane``."""
-        return [(s.name, p) for s in self.fabric.switches if s.plane == plane
-                for p in sorted(s.ports)]  # fmt: skip
+        return [
+            (s.name, p) for s in self.fabric.switches if s.plane == plane for p in sorted(s.ports)
+        ]
 
     def switch_and_neighbour_ends(self, switch: str) -> list[tuple[str, int]]:
         """Every port of ``switch`` and every neighbour port that faces it."""
@@ -141,6 +150,8 @@ class Wiring:
             raise CommandError(f"'{text}' is not a port (SWITCH:PORT or SWITCH-ethPORT)")
         sw = self.check_switch(name)
         if not num.isdigit() or int(num) not in sw.ports:
-            raise CommandError(f"switch {name} has no port '{num}' (its ports: "
-                               f"{', '.join(str(p) for p in sorted(sw.ports))})")  # fmt: skip
+            raise CommandError(
+                f"switch {name} has no port '{num}' (its ports: "
+                f"{', '.join(str(p) for p in sorted(sw.ports))})"
+            )
         return name, int(num)

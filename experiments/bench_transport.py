@@ -35,11 +35,18 @@ FABRIC_LINK_MBPS = 5.0
 FABRIC_ROW_TIMEOUT_S = 300.0
 
 
-def fabric_bench(topology: str | pathlib.Path, *, src: str = "h1", dst: str | None = None,
-                 transports: Sequence[str] = TRANSPORTS, sizes: Sequence[int] = FABRIC_SIZES,
-                 depth: int = 8, goodput_bytes: int = FABRIC_GOODPUT_BYTES,
-                 mct_messages: int = FABRIC_MCT_MESSAGES,
-                 log: IO[bytes] | None = None) -> list[BenchRow]:  # fmt: skip
+def fabric_bench(
+    topology: str | pathlib.Path,
+    *,
+    src: str = "h1",
+    dst: str | None = None,
+    transports: Sequence[str] = TRANSPORTS,
+    sizes: Sequence[int] = FABRIC_SIZES,
+    depth: int = 8,
+    goodput_bytes: int = FABRIC_GOODPUT_BYTES,
+    mct_messages: int = FABRIC_MCT_MESSAGES,
+    log: IO[bytes] | None = None,
+) -> list[BenchRow]:
     """The same measurement between two hosts of a running emulated fabric.
 
     The receiver runs in ``dst``'s Mininet namespace and the sender in ``src``'s
@@ -57,20 +64,34 @@ def fabric_bench(topology: str | pathlib.Path, *, src: str = "h1", dst: str | No
     fabric = Fabric.load(topology)
     if dst is None:
         leaf = fabric.host(src).leaf_index
-        dst = next((h.name for h in fabric.hosts if h.leaf_index != leaf),
-                   next(h.name for h in fabric.hosts if h.name != src))  # fmt: skip
+        dst = next(
+            (h.name for h in fabric.hosts if h.leaf_index != leaf),
+            next(h.name for h in fabric.hosts if h.name != src),
+        )
     pids = {h: int(d["pid"]) for h, d in state["hosts"].items()}
     capacity = float(state.get("link_mbps") or fabric.spec.link_mbps) * fabric.spec.planes
     rows: list[BenchRow] = []
     for transport in transports:
         if transport not in TRANSPORTS:
-            raise ValueError(f"unknown transport {transport!r}; choose from {', '.join(TRANSPORTS)}")
+            raise ValueError(
+                f"unknown transport {transport!r}; choose from {', '.join(TRANSPORTS)}"
+            )
         rx_spec = RunSpec(str(topology), dst, transport, expect=1, sample_ms=0)
-        tx_spec = RunSpec(str(topology), src, transport, send_to=(dst,), depth=depth, sample_ms=0,
-                          bench_sizes=tuple(sizes), bench_goodput_bytes=goodput_bytes,
-                          bench_mct_messages=mct_messages)  # fmt: skip
-        with HostProcess(pids[dst], host_args(rx_spec), log) as rx, \
-                HostProcess(pids[src], host_args(tx_spec), log) as tx:  # fmt: skip
+        tx_spec = RunSpec(
+            str(topology),
+            src,
+            transport,
+            send_to=(dst,),
+            depth=depth,
+            sample_ms=0,
+            bench_sizes=tuple(sizes),
+            bench_goodput_bytes=goodput_bytes,
+            bench_mct_messages=mct_messages,
+        )
+        with (
+            HostProcess(pids[dst], host_args(rx_spec), log) as rx,
+            HostProcess(pids[src], host_args(tx_spec), log) as tx,
+        ):
             rx.wait_event("ready")
             tx.wait_event("ready")
             tx.command(cmd="start", at=time.monotonic())
@@ -90,13 +111,16 @@ def fabric_bench(topology: str | pathlib.Path, *, src: str = "h1", dst: str | No
 
 
 def _describe(row: BenchRow) -> str:
-    return (f"{row.transport:12s} {row.network:16s} {row.msg_bytes:>9d} B  "
-            f"{row.goodput_mbyte_s:7.2f} MB/s  mct p50 {row.mct_p50_ms:8.2f} ms  "
-            f"p99 {row.mct_p99_ms:8.2f} ms  retx {row.retransmits}")  # fmt: skip
+    return (
+        f"{row.transport:12s} {row.network:16s} {row.msg_bytes:>9d} B  "
+        f"{row.goodput_mbyte_s:7.2f} MB/s  mct p50 {row.mct_p50_ms:8.2f} ms  "
+        f"p99 {row.mct_p99_ms:8.2f} ms  retx {row.retransmits}"
+    )
 
 
-def auto_fabric_bench(results_dir: str, *, link_mbps: float = FABRIC_LINK_MBPS,
-                      **kw: Any) -> list[BenchRow]:  # fmt: skip
+def auto_fabric_bench(
+    results_dir: str, *, link_mbps: float = FABRIC_LINK_MBPS, **kw: Any
+) -> list[BenchRow]:
     """:func:`fabric_bench` on the fabric of ``make fabric-up`` if one runs, else on a default
     fabric brought up (and stopped) for it.
 
@@ -119,39 +143,51 @@ def auto_fabric_bench(results_dir: str, *, link_mbps: float = FABRIC_LINK_MBPS,
         return fabric_bench(up.net.topology_path.resolve(), log=log, **kw)
 
 
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.bench_transport", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.bench_transport", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", default="results/bench_transport.csv")
     ap.add_argument("--transports", default=",".join(TRANSPORTS))
-    ap.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
-                    help="message sizes in bytes, comma-separated")  # fmt: skip
+    ap.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in DEFAULT_SIZES),
+        help="message sizes in bytes, comma-separated",
+    )
     ap.add_argument("--depth", type=int, default=8, help="messages outstanding (goodput)")
     ap.add_argument("--goodput-mbytes", type=int, default=48, help="bytes per goodput run, MB")
-    ap.add_argument("--fabric", metavar="TOPOLOGY.json|auto",
-                    help="measure through a running fabric only; 'auto': loopback, then the "
-                         "running fabric or (root) a default one brought up for it")  # fmt: skip
+    ap.add_argument(
+        "--fabric",
+        metavar="TOPOLOGY.json|auto",
+        help="measure through a running fabric only; 'auto': loopback, then the "
+        "running fabric or (root) a default one brought up for it",
+    )
     ap.add_argument("--fabric-sizes", default=",".join(str(s) for s in FABRIC_SIZES))
     ap.add_argument("--fabric-goodput-kbytes", type=int, default=FABRIC_GOODPUT_BYTES // 1024)
-    ap.add_argument("--link-mbps", type=float, default=FABRIC_LINK_MBPS,
-                    help="'auto' without a running fabric: its link rate")  # fmt: skip
+    ap.add_argument(
+        "--link-mbps",
+        type=float,
+        default=FABRIC_LINK_MBPS,
+        help="'auto' without a running fabric: its link rate",
+    )
     ap.add_argument("--results", default="results", help="where fabrics keep their state")
     args = ap.parse_args(argv)
     transports = [t for t in args.transports.split(",") if t]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     fabric_kw: dict[str, Any] = {
-        "transports": transports, "depth": args.depth,
+        "transports": transports,
+        "depth": args.depth,
         "sizes": [int(s) for s in args.fabric_sizes.split(",") if s],
         "goodput_bytes": args.fabric_goodput_kbytes * 1024,
-    }  # fmt: skip
+    }
     rows: list[BenchRow] = []
     try:
         if args.fabric and args.fabric != "auto":
             rows = fabric_bench(args.fabric, **fabric_kw)
         else:
-            rows = loopback_bench(transports, sizes, depth=args.depth,
-                                  goodput_bytes=args.goodput_mbytes * 1024 * 1024)  # fmt: skip
+            rows = loopback_bench(
+                transports, sizes, depth=args.depth, goodput_bytes=args.goodput_mbytes * 1024 * 1024
+            )
             if args.fabric == "auto":
                 try:
                     rows += auto_fabric_bench(args.results, link_mbps=args.link_mbps, **fabric_kw)

@@ -66,14 +66,41 @@ from topologies.model import Fabric, FabricSpec, build_fabric
 TRANSPORTS = ("mrc", "single_path")
 CC_MODES = ("nscc", "fixed")
 TRIAL_FILE = "trial.json"
-FLOW_HEADER = ("transport", "cc", "trial", "flow", "planes_used", "throughput_mbps",
-               "completed_mbps", "fair_share_mbps",
-               "messages", "mct_p50_ms", "mct_p90_ms", "mct_p99_ms", "mct_max_ms",
-               "retransmits", "rto_events", "rehashes")  # fmt: skip
-SUMMARY_HEADER = ("transport", "cc", "trials", "flows", "link_mbps", "capacity_mbps",
-                  "goodput_capacity_mbps", "throughput_mbps", "capacity_fraction",
-                  "capacity_fraction_min", "wire_fraction", "slowest_flow_mbps",
-                  "mct_p50_ms", "mct_p99_ms", "load_1m")  # fmt: skip
+FLOW_HEADER = (
+    "transport",
+    "cc",
+    "trial",
+    "flow",
+    "planes_used",
+    "throughput_mbps",
+    "completed_mbps",
+    "fair_share_mbps",
+    "messages",
+    "mct_p50_ms",
+    "mct_p90_ms",
+    "mct_p99_ms",
+    "mct_max_ms",
+    "retransmits",
+    "rto_events",
+    "rehashes",
+)
+SUMMARY_HEADER = (
+    "transport",
+    "cc",
+    "trials",
+    "flows",
+    "link_mbps",
+    "capacity_mbps",
+    "goodput_capacity_mbps",
+    "throughput_mbps",
+    "capacity_fraction",
+    "capacity_fraction_min",
+    "wire_fraction",
+    "slowest_flow_mbps",
+    "mct_p50_ms",
+    "mct_p99_ms",
+    "load_1m",
+)
 
 
 @dataclass(frozen=True)
@@ -97,11 +124,11 @@ class CollisionParams(ExperimentOutputs):
     """``fabric_config()`` as it is instead of ``host.mrc.emulated.emulated_fabric_config``."""
 
 
-
 def flows_of(fabric: Fabric) -> list[tuple[str, str]]:
     """Every (source, destination) pair of hosts on different leaves."""
-    return [(a.name, b.name) for a in fabric.hosts for b in fabric.hosts
-            if a.leaf_index != b.leaf_index]  # fmt: skip
+    return [
+        (a.name, b.name) for a in fabric.hosts for b in fabric.hosts if a.leaf_index != b.leaf_index
+    ]
 
 
 def capacity_mbps(fabric: Fabric) -> float:
@@ -136,8 +163,7 @@ class TrialRecord:
         return cls(out_dir=out_dir, **doc), spec
 
 
-def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str,
-              trial: int) -> TrialRecord:  # fmt: skip
+def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str, trial: int) -> TrialRecord:
     """Every flow of :func:`flows_of` at once with one transport and window control."""
     if cc not in CC_MODES:
         raise ValueError(f"unknown window control {cc!r}; choose from {', '.join(CC_MODES)}")
@@ -147,13 +173,23 @@ def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str,
     out_dir = p.run_dir / name
     window = p.fixed_window_packets * FABRIC_PAYLOAD_BYTES if cc == "fixed" else 0
     flows = flows_of(fabric)
-    specs = [RunSpec(topo, h.name, transport,
-                     send_to=tuple(d for s, d in flows if s == h.name),
-                     expect=sum(1 for _s, d in flows if d == h.name), msg_bytes=p.msg_bytes,
-                     depth=p.depth, duration_s=p.duration_s, sample_ms=p.sample_ms,
-                     out_dir=str(out_dir), fixed_window_bytes=window,
-                     plain_cc=p.plain_cc)
-             for h in fabric.hosts]  # fmt: skip
+    specs = [
+        RunSpec(
+            topo,
+            h.name,
+            transport,
+            send_to=tuple(d for s, d in flows if s == h.name),
+            expect=sum(1 for _s, d in flows if d == h.name),
+            msg_bytes=p.msg_bytes,
+            depth=p.depth,
+            duration_s=p.duration_s,
+            sample_ms=p.sample_ms,
+            out_dir=str(out_dir),
+            fixed_window_bytes=window,
+            plain_cc=p.plain_cc,
+        )
+        for h in fabric.hosts
+    ]
     planes: dict[str, list[int]] = {}
     conn_ids: dict[str, int] = {}
     with (p.run_dir / f"{name}.log").open("wb") as log:
@@ -191,8 +227,11 @@ def analyse(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[
             events += [dict(e, host=h.name) for e in read_csv(ev_path)]
         samples_path = rec.out_dir / f"{h.name}_samples.csv"
         if samples_path.exists():
-            by_conn = {str(cid): flow for flow, cid in rec.conn_ids.items()
-                       if flow.startswith(f"{h.name}->")}  # fmt: skip
+            by_conn = {
+                str(cid): flow
+                for flow, cid in rec.conn_ids.items()
+                if flow.startswith(f"{h.name}->")
+            }
             progress.update(_progress(read_csv(samples_path), by_conn, ws, we))
     fair = fabric.spec.link_mbps * PAYLOAD_EFFICIENCY
     rows: list[tuple[object, ...]] = []
@@ -207,27 +246,60 @@ def analyse(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[
         mbps = prog.acked_bytes * 8 / prog.span_s / 1e6 if prog and prog.span_s > 0 else completed
         total += mbps
         total_completed += completed
-        mct = [float(r["mct_ms"]) for r in mine if float(r["send_t_s"]) >= ws and float(r["done_t_s"]) <= we]
+        mct = [
+            float(r["mct_ms"])
+            for r in mine
+            if float(r["send_t_s"]) >= ws and float(r["done_t_s"]) <= we
+        ]
         all_mct += mct
         retx = sum(int(r["retransmits"]) for r in mine)
         cid = str(rec.conn_ids.get(flow, -1))
-        kinds = [e["kind"] for e in events if e["host"] == src and e["conn_id"] == cid
-                 and ws <= float(e["t_s"]) <= we]  # fmt: skip
+        kinds = [
+            e["kind"]
+            for e in events
+            if e["host"] == src and e["conn_id"] == cid and ws <= float(e["t_s"]) <= we
+        ]
         used = prog.planes if prog else rec.planes.get(flow, [])
-        rows.append((rec.transport, rec.cc, rec.trial, flow, "+".join(map(str, used)),
-                     round(mbps, 3), round(completed, 3), round(fair, 3), len(done_in),
-                     *_pcts(mct), retx,
-                     kinds.count("rto"), kinds.count("rehash")))  # fmt: skip
+        rows.append(
+            (
+                rec.transport,
+                rec.cc,
+                rec.trial,
+                flow,
+                "+".join(map(str, used)),
+                round(mbps, 3),
+                round(completed, 3),
+                round(fair, 3),
+                len(done_in),
+                *_pcts(mct),
+                retx,
+                kinds.count("rto"),
+                kinds.count("rehash"),
+            )
+        )
     cap = capacity_mbps(fabric) * PAYLOAD_EFFICIENCY
     col = {name: i for i, name in enumerate(FLOW_HEADER)}
 
     def col_sum(name: str) -> int:
         return sum(int(r[col[name]]) for r in rows)  # type: ignore[call-overload]
 
-    rows.append((rec.transport, rec.cc, rec.trial, "all", "", round(total, 3),
-                 round(total_completed, 3), round(cap, 3),
-                 col_sum("messages"), *_pcts(all_mct), col_sum("retransmits"),
-                 col_sum("rto_events"), col_sum("rehashes")))  # fmt: skip
+    rows.append(
+        (
+            rec.transport,
+            rec.cc,
+            rec.trial,
+            "all",
+            "",
+            round(total, 3),
+            round(total_completed, 3),
+            round(cap, 3),
+            col_sum("messages"),
+            *_pcts(all_mct),
+            col_sum("retransmits"),
+            col_sum("rto_events"),
+            col_sum("rehashes"),
+        )
+    )
     return rows
 
 
@@ -238,8 +310,9 @@ class FlowProgress:
     planes: list[int]
 
 
-def _progress(samples: list[dict[str, str]], flows: dict[str, str], ws: float,
-              we: float) -> dict[str, FlowProgress]:  # fmt: skip
+def _progress(
+    samples: list[dict[str, str]], flows: dict[str, str], ws: float, we: float
+) -> dict[str, FlowProgress]:
     """Per flow (conn id -> flow), from the sender's per-EV samples within [ws, we]: the
     message bytes acknowledged, over what span, and the planes that carried at least 5 %."""
     first: dict[tuple[str, str], tuple[float, int]] = {}
@@ -262,8 +335,9 @@ def _progress(samples: list[dict[str, str]], flows: dict[str, str], ws: float,
             per_plane[plane_of[k]] = per_plane.get(plane_of[k], 0) + last[k][1] - first[k][1]
         total = sum(per_plane.values())
         span = max(last[k][0] for k in keys) - min(first[k][0] for k in keys)
-        out[flow] = FlowProgress(total, span, sorted(p for p, b in per_plane.items()
-                                                      if b >= 0.05 * max(1, total)))  # fmt: skip
+        out[flow] = FlowProgress(
+            total, span, sorted(p for p, b in per_plane.items() if b >= 0.05 * max(1, total))
+        )
     return out
 
 
@@ -273,8 +347,9 @@ def _pcts(mct: Sequence[float]) -> tuple[object, ...]:
     return tuple(round(percentile(mct, q), 1) for q in (0.5, 0.9, 0.99, 1.0))
 
 
-def summarize(rows: Sequence[tuple[object, ...]], loads: dict[tuple[str, str], list[float]],
-              fabric: Fabric) -> list[tuple[object, ...]]:  # fmt: skip
+def summarize(
+    rows: Sequence[tuple[object, ...]], loads: dict[tuple[str, str], list[float]], fabric: Fabric
+) -> list[tuple[object, ...]]:
     """One row per (transport, window control): means over the trials."""
     col = {name: i for i, name in enumerate(FLOW_HEADER)}
     cap = capacity_mbps(fabric)
@@ -288,23 +363,38 @@ def summarize(rows: Sequence[tuple[object, ...]], loads: dict[tuple[str, str], l
         def floats(name: str, group: Sequence[tuple[object, ...]]) -> list[float]:
             return [float(str(r[col[name]])) for r in group if r[col[name]] != ""]
 
-        tput, p50, p99 = floats("throughput_mbps", alls), floats("mct_p50_ms", alls), floats("mct_p99_ms", alls)
-        out.append((*key, len(alls), len(flows) // max(1, len(alls)), fabric.spec.link_mbps,
-                    round(cap, 3), round(gcap, 3), round(statistics.mean(tput), 3),
-                    round(statistics.mean(tput) / gcap, 4), round(min(tput) / gcap, 4),
-                    round(statistics.mean(tput) / cap, 4),
-                    round(min(floats("throughput_mbps", flows)), 3),
-                    round(statistics.mean(p50), 1) if p50 else "",
-                    round(statistics.mean(p99), 1) if p99 else "",
-                    round(statistics.mean(loads.get(key, [0.0])), 2)))  # fmt: skip
+        tput, p50, p99 = (
+            floats("throughput_mbps", alls),
+            floats("mct_p50_ms", alls),
+            floats("mct_p99_ms", alls),
+        )
+        out.append(
+            (
+                *key,
+                len(alls),
+                len(flows) // max(1, len(alls)),
+                fabric.spec.link_mbps,
+                round(cap, 3),
+                round(gcap, 3),
+                round(statistics.mean(tput), 3),
+                round(statistics.mean(tput) / gcap, 4),
+                round(min(tput) / gcap, 4),
+                round(statistics.mean(tput) / cap, 4),
+                round(min(floats("throughput_mbps", flows)), 3),
+                round(statistics.mean(p50), 1) if p50 else "",
+                round(statistics.mean(p99), 1) if p99 else "",
+                round(statistics.mean(loads.get(key, [0.0])), 2),
+            )
+        )
     return out
 
 
 # -- plot (reads only the CSVs) -----------------------------------------------------------------
 
 
-def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
-         png: str | pathlib.Path) -> None:  # fmt: skip
+def plot(
+    csv_path: str | pathlib.Path, summary_path: str | pathlib.Path, png: str | pathlib.Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -320,9 +410,15 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
     for k, (tr, cc) in enumerate(variants):
         mine = [r for r in rows if (r["transport"], r["cc"]) == (tr, cc) and r["flow"] != "all"]
         xs = {f: i + (k - (len(variants) - 1) / 2) * width for i, f in enumerate(flows)}
-        ax1.scatter([xs[r["flow"]] for r in mine], [float(r["throughput_mbps"]) for r in mine],
-                    s=14, color=colors.get(tr, "0.4"), marker="o" if cc == "fixed" else "^",
-                    alpha=0.8, label=f"{tr} ({cc})")  # fmt: skip
+        ax1.scatter(
+            [xs[r["flow"]] for r in mine],
+            [float(r["throughput_mbps"]) for r in mine],
+            s=14,
+            color=colors.get(tr, "0.4"),
+            marker="o" if cc == "fixed" else "^",
+            alpha=0.8,
+            label=f"{tr} ({cc})",
+        )
     fair = float(next(r["fair_share_mbps"] for r in rows if r["flow"] != "all"))
     ax1.axhline(fair, ls="--", color="0.4", lw=1)
     ax1.set_xticks(range(len(flows)), flows, rotation=45, fontsize=7)
@@ -334,8 +430,14 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
         s = summary.get(key, {})
         frac = float(s.get("capacity_fraction", "nan")) * 100
         ax2.bar(k, frac, color=colors.get(key[0], "0.4"), hatch="" if key[1] == "fixed" else "//")
-        ax2.text(k, frac + 1, f"{frac:.0f}%\nMCT p50 {float(s.get('mct_p50_ms') or 0) / 1e3:.1f} s"
-                 f"\np99 {float(s.get('mct_p99_ms') or 0) / 1e3:.1f} s", ha="center", fontsize=7)  # fmt: skip
+        ax2.text(
+            k,
+            frac + 1,
+            f"{frac:.0f}%\nMCT p50 {float(s.get('mct_p50_ms') or 0) / 1e3:.1f} s"
+            f"\np99 {float(s.get('mct_p99_ms') or 0) / 1e3:.1f} s",
+            ha="center",
+            fontsize=7,
+        )
     ax2.set_xticks(range(len(variants)), [f"{t}\n{c}" for t, c in variants], fontsize=8)
     ax2.set_ylim(0, 125)
     ax2.axhline(90, ls=":", color="tab:green", lw=1)
@@ -352,14 +454,21 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
 def _report(rec: TrialRecord, rows: Sequence[tuple[object, ...]]) -> None:
     col = {name: i for i, name in enumerate(FLOW_HEADER)}
     a = rows[-1]
-    print(f"{rec.transport}/{rec.cc} trial {rec.trial}: {a[col['throughput_mbps']]} of "
-          f"{a[col['fair_share_mbps']]} Mbit/s goodput capacity; flows "
-          f"{[r[col['throughput_mbps']] for r in rows[:-1]]}, planes "
-          f"{[r[col['planes_used']] for r in rows[:-1]]}, load {rec.load}", flush=True)  # fmt: skip
+    print(
+        f"{rec.transport}/{rec.cc} trial {rec.trial}: {a[col['throughput_mbps']]} of "
+        f"{a[col['fair_share_mbps']]} Mbit/s goodput capacity; flows "
+        f"{[r[col['throughput_mbps']] for r in rows[:-1]]}, planes "
+        f"{[r[col['planes_used']] for r in rows[:-1]]}, load {rec.load}",
+        flush=True,
+    )
 
 
-def finish(p: CollisionParams, rows: Sequence[tuple[object, ...]],
-           loads: dict[tuple[str, str], list[float]], fabric: Fabric) -> None:  # fmt: skip
+def finish(
+    p: CollisionParams,
+    rows: Sequence[tuple[object, ...]],
+    loads: dict[tuple[str, str], list[float]],
+    fabric: Fabric,
+) -> None:
     """Write the CSVs and the plot, print the summary."""
     summary = summarize(rows, loads, fabric)
     write_csv(p.out, FLOW_HEADER, rows)
@@ -414,8 +523,9 @@ def run(p: CollisionParams) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     d = CollisionParams()
-    ap = argparse.ArgumentParser(prog="python -m experiments.collisions",
-                                 description=__doc__.splitlines()[0])  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.collisions", description=__doc__.splitlines()[0]
+    )
     add_fabric_args(ap, d.fabric)
     ap.add_argument("--out", default=d.out)
     ap.add_argument("--msg-bytes", type=int, default=d.msg_bytes)
@@ -424,22 +534,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--warmup-s", type=float, default=d.warmup_s)
     ap.add_argument("--trials", type=int, default=d.trials)
     ap.add_argument("--transports", default=",".join(d.transports))
-    ap.add_argument("--cc", default=",".join(d.cc_modes),
-                    help="window controls: nscc (the transport's), fixed (the same for both)")
+    ap.add_argument(
+        "--cc",
+        default=",".join(d.cc_modes),
+        help="window controls: nscc (the transport's), fixed (the same for both)",
+    )
     ap.add_argument("--fixed-window-packets", type=int, default=d.fixed_window_packets)
-    ap.add_argument("--plain-cc", action="store_true",
-                    help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)")
+    ap.add_argument(
+        "--plain-cc",
+        action="store_true",
+        help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
+    )
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
-    ap.add_argument("--reanalyse", action="store_true",
-                    help="rebuild the CSVs and the PNG from the last run's host outputs")
+    ap.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="rebuild the CSVs and the PNG from the last run's host outputs",
+    )
     a = ap.parse_args(argv)
-    p = CollisionParams(FabricParams(link_mbps=a.link_mbps, results_dir=a.results, wait_s=a.wait_s,
-                                     ecn_packets=a.ecn_packets, trim_packets=a.trim_packets),
-                        msg_bytes=a.msg_bytes, depth=a.depth, duration_s=a.duration_s,
-                        warmup_s=a.warmup_s, trials=a.trials,
-                        transports=tuple(t for t in a.transports.split(",") if t), out=a.out,
-                        cc_modes=tuple(c for c in a.cc.split(",") if c),
-                        fixed_window_packets=a.fixed_window_packets, plain_cc=a.plain_cc)  # fmt: skip
+    p = CollisionParams(
+        FabricParams(
+            link_mbps=a.link_mbps,
+            results_dir=a.results,
+            wait_s=a.wait_s,
+            ecn_packets=a.ecn_packets,
+            trim_packets=a.trim_packets,
+        ),
+        msg_bytes=a.msg_bytes,
+        depth=a.depth,
+        duration_s=a.duration_s,
+        warmup_s=a.warmup_s,
+        trials=a.trials,
+        transports=tuple(t for t in a.transports.split(",") if t),
+        out=a.out,
+        cc_modes=tuple(c for c in a.cc.split(",") if c),
+        fixed_window_packets=a.fixed_window_packets,
+        plain_cc=a.plain_cc,
+    )
     if a.plot_only:
         plot(p.out, p.summary_out, p.png)
         return 0

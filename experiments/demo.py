@@ -45,9 +45,17 @@ NAMES = CsvNames("rounds.csv", "summary.csv", "figures.csv", "demo.png")
 
 def demo_job(policy: LossPolicy, rounds: int) -> JobSpec:
     burst, fail = rounds * BURST_ROUND // DEMO_ROUNDS, rounds * FAIL_ROUND // DEMO_ROUNDS
-    return JobSpec(task="digits-mlp", rounds=rounds, policy=policy, lr=0.1, target_metric=0.9,
-                   events=(JobEvent(burst, EventKind.BURST, BURST_PCT),
-                           JobEvent(fail, EventKind.FAIL_PLANE, FAIL_PLANE)))  # fmt: skip
+    return JobSpec(
+        task="digits-mlp",
+        rounds=rounds,
+        policy=policy,
+        lr=0.1,
+        target_metric=0.9,
+        events=(
+            JobEvent(burst, EventKind.BURST, BURST_PCT),
+            JobEvent(fail, EventKind.FAIL_PLANE, FAIL_PLANE),
+        ),
+    )
 
 
 def _progress(policy: LossPolicy, job: JobSpec) -> Callable[[dict[str, Any]], None]:
@@ -60,12 +68,17 @@ def _progress(policy: LossPolicy, job: JobSpec) -> Callable[[dict[str, Any]], No
         note = ""
         if r in marks:
             e = marks[r]
-            note = (f"  <- {e.value:g} % loss burst" if e.kind is EventKind.BURST
-                    else f"  <- plane {int(e.value)} failed")  # fmt: skip
+            note = (
+                f"  <- {e.value:g} % loss burst"
+                if e.kind is EventKind.BURST
+                else f"  <- plane {int(e.value)} failed"
+            )
         if r % 20 == 0 or note or r == job.rounds - 1:
-            print(f"  [{policy.value}] round {r:3d}: P = {ev['bound']:.3f}, "
-                  f"{ev['latency_ms']:8.1f} ms, delivered {ev['delivered_fraction']:.2f}{note}",
-                  flush=True)  # fmt: skip
+            print(
+                f"  [{policy.value}] round {r:3d}: P = {ev['bound']:.3f}, "
+                f"{ev['latency_ms']:8.1f} ms, delivered {ev['delivered_fraction']:.2f}{note}",
+                flush=True,
+            )
 
     return show
 
@@ -75,9 +88,14 @@ def _server_rounds(show: Callable[[dict[str, Any]], None]) -> Callable[[str, obj
 
     def note(kind: str, rec: object) -> None:
         if kind == "server" and isinstance(rec, ServerRecord):
-            show({"round": rec.round, "bound": rec.loss_bound,
-                  "latency_ms": rec.gather_ms + rec.broadcast_ms,
-                  "delivered_fraction": rec.delivered_fraction})  # fmt: skip
+            show(
+                {
+                    "round": rec.round,
+                    "bound": rec.loss_bound,
+                    "latency_ms": rec.gather_ms + rec.broadcast_ms,
+                    "delivered_fraction": rec.delivered_fraction,
+                }
+            )
 
     return note
 
@@ -88,7 +106,7 @@ def summary(results: dict[tuple[str, LossPolicy], JobResult], network: str, wall
     ev = {e.kind: e.round for e in d.job.events}
     drows, frows = d.rows(), f.rows()
     b, x = ev[EventKind.BURST], ev[EventKind.FAIL_PLANE]
-    calm = sorted(r.latency_ms for r in drows[x - 10:x])
+    calm = sorted(r.latency_ms for r in drows[x - 10 : x])
     lines = [
         "",
         f"DBLP over MRC on the {network}: digits MLP, 3 workers + 1 parameter server, "
@@ -115,7 +133,9 @@ def summary(results: dict[tuple[str, LossPolicy], JobResult], network: str, wall
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.demo", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.demo", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--network", choices=("auto", "emu", "fabric"), default="auto")
     ap.add_argument("--rounds", type=int, default=DEMO_ROUNDS)
     ap.add_argument("--link-mbps", type=float, default=20.0)
@@ -141,8 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 job = demo_job(pol, args.rounds)
                 print(f"training with the {pol.value} policy ...", flush=True)
                 if network == "fabric":
-                    res = run_fabric_job(job, state, out / "runs" / pol.value, actions,
-                                         progress=_progress(pol, job))  # fmt: skip
+                    res = run_fabric_job(
+                        job, state, out / "runs" / pol.value, actions, progress=_progress(pol, job)
+                    )
                 else:
                     from host.train.cluster import EmuCluster
                     from host.train.run import run_emu_job

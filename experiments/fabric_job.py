@@ -60,15 +60,18 @@ def load_state(results: str | pathlib.Path = "results") -> FabricState:
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise FabricNotReady(f"no running fabric ({path}: {e}); start one with make fabric-up") from e
+        raise FabricNotReady(
+            f"no running fabric ({path}: {e}); start one with make fabric-up"
+        ) from e
     if not doc.get("ready"):
         raise FabricNotReady(f"the fabric of {path} is not ready")
     hosts = {str(k): int(v["pid"]) for k, v in doc.get("hosts", {}).items()}
     dead = [h for h, pid in hosts.items() if not os.path.exists(f"/proc/{pid}")]
     if not hosts or dead:
         raise FabricNotReady(f"the fabric of {path} is gone (hosts {dead or 'none'})")
-    return FabricState(pathlib.Path(doc["topology"]), doc.get("p4info"), hosts,
-                       float(doc.get("link_mbps", 0.0)))  # fmt: skip
+    return FabricState(
+        pathlib.Path(doc["topology"]), doc.get("p4info"), hosts, float(doc.get("link_mbps", 0.0))
+    )
 
 
 class ControllerActions(NetworkActions):
@@ -78,8 +81,12 @@ class ControllerActions(NetworkActions):
         background_loss_pct: loss kept on the host-facing ports outside bursts (0: none).
     """
 
-    def __init__(self, state: FabricState, results: str | pathlib.Path = "results",
-                 background_loss_pct: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        state: FabricState,
+        results: str | pathlib.Path = "results",
+        background_loss_pct: float = 0.0,
+    ) -> None:
         from controller.fabric import FabricController
 
         self.fabric = Fabric.load(state.topology)
@@ -129,9 +136,14 @@ class AgentProcess:
         self.name = name
         mnexec = shutil.which("mnexec")
         enter = [mnexec, "-a", str(pid)] if mnexec else ["nsenter", "-t", str(pid), "-n", "--"]
-        self.proc = subprocess.Popen([*enter, sys.executable, "-m", "host.train_agent", *args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                     text=True, bufsize=1)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [*enter, sys.executable, "-m", "host.train_agent", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, name=f"agent-{name}", daemon=True).start()
 
@@ -173,10 +185,15 @@ def _actions_table(actions: NetworkActions) -> dict[str, Callable[[float], None]
     }
 
 
-def run_fabric_job(job: JobSpec, state: FabricState, out_dir: str | pathlib.Path,
-                   actions: NetworkActions, *,
-                   progress: Callable[[dict[str, Any]], None] | None = None,
-                   timeout_s: float = 1800.0) -> JobResult:  # fmt: skip
+def run_fabric_job(
+    job: JobSpec,
+    state: FabricState,
+    out_dir: str | pathlib.Path,
+    actions: NetworkActions,
+    *,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    timeout_s: float = 1800.0,
+) -> JobResult:
     """Run ``job`` with one agent per fabric host; the merged result.
 
     Raises:
@@ -197,13 +214,17 @@ def run_fabric_job(job: JobSpec, state: FabricState, out_dir: str | pathlib.Path
     if ps:
         server, workers = names[0], names[1:need]
         plan = [(server, ["--role", "server", "--workers", ",".join(workers)])]
-        plan += [(w, ["--role", "worker", "--rank", str(r), "--server", server])
-                 for r, w in enumerate(workers)]  # fmt: skip
+        plan += [
+            (w, ["--role", "worker", "--rank", str(r), "--server", server])
+            for r, w in enumerate(workers)
+        ]
         worker_of = {w: r for r, w in enumerate(workers)}
     else:
         ring = names[:need]
-        plan = [(h, ["--role", "ring", "--rank", str(r), "--ring", ",".join(ring)])
-                for r, h in enumerate(ring)]  # fmt: skip
+        plan = [
+            (h, ["--role", "ring", "--rank", str(r), "--ring", ",".join(ring)])
+            for r, h in enumerate(ring)
+        ]
         worker_of = {h: r for r, h in enumerate(ring)}
     table = _actions_table(actions)
     agents: list[AgentProcess] = []
@@ -211,7 +232,9 @@ def run_fabric_job(job: JobSpec, state: FabricState, out_dir: str | pathlib.Path
     deadline = time.monotonic() + timeout_s
     try:
         for name, args in plan:
-            agents.append(AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log))
+            agents.append(
+                AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log)
+            )
         _wait_ready(agents)
         finished: set[str] = set()
         while len(finished) < len(agents):
@@ -227,8 +250,10 @@ def run_fabric_job(job: JobSpec, state: FabricState, out_dir: str | pathlib.Path
                     continue
                 progressed = True
                 if ev is None:
-                    raise RoundFailed(f"agent on {a.name} exited ({a.proc.wait()}) without "
-                                      f"finishing; see {out / 'agents.log'}")  # fmt: skip
+                    raise RoundFailed(
+                        f"agent on {a.name} exited ({a.proc.wait()}) without "
+                        f"finishing; see {out / 'agents.log'}"
+                    )
                 kind = ev.get("event")
                 if kind == "request":
                     table[str(ev["action"])](float(ev["value"]))
@@ -257,11 +282,14 @@ def _wait_ready(agents: list[AgentProcess]) -> None:
             raise RoundFailed(f"agent on {a.name} did not start: {ev}")
 
 
-def _collect(job: JobSpec, out: pathlib.Path, server: str | None,
-             worker_of: dict[str, int]) -> JobResult:  # fmt: skip
+def _collect(
+    job: JobSpec, out: pathlib.Path, server: str | None, worker_of: dict[str, int]
+) -> JobResult:
     server_recs: list[ServerRecord] = []
     if server is not None:
-        server_recs = [r for r in read_records(out / f"{server}.jsonl") if isinstance(r, ServerRecord)]
+        server_recs = [
+            r for r in read_records(out / f"{server}.jsonl") if isinstance(r, ServerRecord)
+        ]
     workers: dict[int, WorkerResult] = {}
     for host, rank in worker_of.items():
         recs = read_records(out / f"{host}.jsonl")
@@ -292,8 +320,13 @@ class FabricSession:
         link_mbps: the link rate of a fabric this session starts.
     """
 
-    def __init__(self, results: str | pathlib.Path = "results", *, link_mbps: float = 20.0,
-                 log: Callable[[str], None] = print) -> None:  # fmt: skip
+    def __init__(
+        self,
+        results: str | pathlib.Path = "results",
+        *,
+        link_mbps: float = 20.0,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.results = pathlib.Path(results)
         self.link_mbps = link_mbps
         self.log = log
@@ -308,12 +341,23 @@ class FabricSession:
         except FabricNotReady:
             pass
         if pathlib.Path("/sys/class/net/p0l0-eth1").exists():
-            raise FabricNotReady("another fabric is running on this machine (p0l0-eth1 exists) "
-                                 f"but not under {self.results}/: stop it (make fabric-down, "
-                                 "make clean) or pass its --results directory")  # fmt: skip
+            raise FabricNotReady(
+                "another fabric is running on this machine (p0l0-eth1 exists) "
+                f"but not under {self.results}/: stop it (make fabric-down, "
+                "make clean) or pass its --results directory"
+            )
         t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "topologies.emulation.cli", "up", "--detach", "--link-mbps",
-               f"{self.link_mbps:g}", "--results", str(self.results)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "topologies.emulation.cli",
+            "up",
+            "--detach",
+            "--link-mbps",
+            f"{self.link_mbps:g}",
+            "--results",
+            str(self.results),
+        ]
         self.log("bringing up the default fabric: " + " ".join(cmd[1:]))
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -326,6 +370,16 @@ class FabricSession:
 
     def __exit__(self, *exc: object) -> None:
         if self.started:
-            subprocess.run([sys.executable, "-m", "topologies.emulation.cli", "down", "--results",
-                            str(self.results)], capture_output=True, text=True)  # fmt: skip
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "topologies.emulation.cli",
+                    "down",
+                    "--results",
+                    str(self.results),
+                ],
+                capture_output=True,
+                text=True,
+            )
             self.log("fabric down")

@@ -83,17 +83,49 @@ from topologies.model import Fabric
 
 TRANSPORTS = ("mrc", "single_path")
 REPORT_BEFORE_S = 0.2
-SERIES_HEADER = ("transport", "run", "failed_plane", "t_ms", "ev", "plane", "spine", "ev_state",
-                 "ev_goodput_mbps", "goodput_mbps", "goodput_window_mbps",
-                 "delivered_messages")  # fmt: skip
-SUMMARY_HEADER = ("transport", "run", "link_mbps", "failed_plane", "fail_command_ms",
-                  "fail_sent_ms", "fail_applied_ms", "msg_bytes",
-                  "offered_mbps", "pre_goodput_mbps", "post_goodput_mbps", "threshold_mbps", "recovery_ms",
-                  "recovery_after_sent_ms", "recovery_after_applied_ms", "recovery_after_command_ms",
-                  "settled_after_sent_ms",
-                  "longest_stall_ms", "longest_delivery_gap_ms", "first_assumed_bad_ms",
-                  "first_rto_ms", "rto_events", "messages_sent", "messages_delivered",
-                  "messages_lost", "out_of_order", "load_1m")  # fmt: skip
+SERIES_HEADER = (
+    "transport",
+    "run",
+    "failed_plane",
+    "t_ms",
+    "ev",
+    "plane",
+    "spine",
+    "ev_state",
+    "ev_goodput_mbps",
+    "goodput_mbps",
+    "goodput_window_mbps",
+    "delivered_messages",
+)
+SUMMARY_HEADER = (
+    "transport",
+    "run",
+    "link_mbps",
+    "failed_plane",
+    "fail_command_ms",
+    "fail_sent_ms",
+    "fail_applied_ms",
+    "msg_bytes",
+    "offered_mbps",
+    "pre_goodput_mbps",
+    "post_goodput_mbps",
+    "threshold_mbps",
+    "recovery_ms",
+    "recovery_after_sent_ms",
+    "recovery_after_applied_ms",
+    "recovery_after_command_ms",
+    "settled_after_sent_ms",
+    "longest_stall_ms",
+    "longest_delivery_gap_ms",
+    "first_assumed_bad_ms",
+    "first_rto_ms",
+    "rto_events",
+    "messages_sent",
+    "messages_delivered",
+    "messages_lost",
+    "out_of_order",
+    "load_1m",
+)
 
 
 @dataclass(frozen=True)
@@ -128,7 +160,6 @@ class FailoverParams(ExperimentOutputs):
     """``fabric_config()`` as it is instead of ``host.mrc.emulated.emulated_fabric_config``."""
 
 
-
 @dataclass
 class RunRecord:
     """What one transport's run left: the command times and the processes' CSV directory."""
@@ -154,11 +185,20 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
     out_dir = p.run_dir / f"{transport}_{run}"
     planes = up.net.fabric.spec.planes
     rate = p.load_fraction * planes * p.fabric.goodput_capacity_mbps
-    common = dict(transport=transport, msg_bytes=p.msg_bytes, depth=p.depth,
-                  duration_s=p.duration_s, sample_ms=p.sample_ms, out_dir=str(out_dir),
-                  plain_cc=p.plain_cc, rate_mbps=rate)  # fmt: skip
-    specs = [RunSpec(topo, p.dst, expect=1, **common),  # type: ignore[arg-type]
-             RunSpec(topo, p.src, send_to=(p.dst,), **common)]  # type: ignore[arg-type]
+    common = dict(
+        transport=transport,
+        msg_bytes=p.msg_bytes,
+        depth=p.depth,
+        duration_s=p.duration_s,
+        sample_ms=p.sample_ms,
+        out_dir=str(out_dir),
+        plain_cc=p.plain_cc,
+        rate_mbps=rate,
+    )
+    specs = [
+        RunSpec(topo, p.dst, expect=1, **common),  # type: ignore[arg-type]
+        RunSpec(topo, p.src, send_to=(p.dst,), **common),
+    ]  # type: ignore[arg-type]
     with (p.run_dir / f"{transport}_{run}.log").open("wb") as log:
         procs = start_hosts(up, specs, log)
         try:
@@ -184,8 +224,18 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
             if up.controller is not None:
                 up.controller.run_command(["restore", "all"])
     errors = [f"{h}: {e}" for h, d in done.items() for e in d.get("errors", [])]
-    return RunRecord(transport, run, plane, t0, t1, t0 if sent is None else sent,
-                     t1 if applied is None else applied, out_dir, load, errors)  # fmt: skip
+    return RunRecord(
+        transport,
+        run,
+        plane,
+        t0,
+        t1,
+        t0 if sent is None else sent,
+        t1 if applied is None else applied,
+        out_dir,
+        load,
+        errors,
+    )
 
 
 # -- analysis ---------------------------------------------------------------------------------
@@ -218,7 +268,9 @@ def _mbps(nbytes: float, seconds: float) -> float:
     return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
 
 
-def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tuple[object, ...]], tuple[object, ...]]:
+def analyse(
+    rec: RunRecord, p: FailoverParams, fabric: Fabric
+) -> tuple[list[tuple[object, ...]], tuple[object, ...]]:
     """The time series rows and the summary row of one run."""
     d = rec.out_dir
     evs = _series(read_csv(d / f"{p.src}_samples.csv"))
@@ -250,9 +302,22 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
         for ev, s in sorted(evs.items()):
             cum, state = s.at(t)
             ev_gp = _mbps(cum - s.at(t - bin_s)[0], bin_s)
-            rows.append((rec.transport, rec.run, rec.failed_plane, round((t - t0) * 1e3, 1), ev, s.plane,
-                         spines.get(ev, -1) if rec.transport == "mrc" else -1, state,
-                         round(ev_gp, 3), round(tot, 3), round(win, 3), n_delivered))  # fmt: skip
+            rows.append(
+                (
+                    rec.transport,
+                    rec.run,
+                    rec.failed_plane,
+                    round((t - t0) * 1e3, 1),
+                    ev,
+                    s.plane,
+                    spines.get(ev, -1) if rec.transport == "mrc" else -1,
+                    state,
+                    round(ev_gp, 3),
+                    round(tot, 3),
+                    round(win, 3),
+                    n_delivered,
+                )
+            )
     pre = _mbps(delivered(t0) - delivered(t0 - 1.0), 1.0)
     post_from, post_to = t0 + 0.5, min(end, t0 + 1.5)
     post = _mbps(delivered(post_to) - delivered(post_from), post_to - post_from)
@@ -265,26 +330,53 @@ def analyse(rec: RunRecord, p: FailoverParams, fabric: Fabric) -> tuple[list[tup
     ack_times = _progress_times(evs)
     stall = _longest_gap([t for t in ack_times if t0 - 0.1 <= t <= t0 + 1.0])
     gap = _longest_gap([t for t in recv_times if t0 - 0.1 <= t <= t0 + 1.0])
-    bad = [float(e["t_s"]) for e in events if e["kind"] == "ev_state" and "->assumed_bad" in e["detail"]
-           and float(e["t_s"]) >= t0 and evs.get(int(e["ev"]), EvSeries(-1)).plane == rec.failed_plane]  # fmt: skip
+    bad = [
+        float(e["t_s"])
+        for e in events
+        if e["kind"] == "ev_state"
+        and "->assumed_bad" in e["detail"]
+        and float(e["t_s"]) >= t0
+        and evs.get(int(e["ev"]), EvSeries(-1)).plane == rec.failed_plane
+    ]
     rtos = [float(e["t_s"]) for e in events if e["kind"] == "rto" and float(e["t_s"]) >= t0]
     seqs = {(r["flow"], int(r["seq"])) for r in recv}
     lost = sum(1 for r in sent if (r["flow"], int(r["seq"])) not in seqs)
+
     def ms(seconds: float | None) -> float | str:
         return "" if seconds is None else round(seconds * 1e3, 1)
 
     def recovery_after(t: float) -> float | None:
         return None if recovery is None else max(0.0, recovery - (t - t0))
 
-    summary = (rec.transport, rec.run, fabric.spec.link_mbps, rec.failed_plane,
-               ms(t1 - t0), ms(rec.fail_sent - t0), ms(rec.fail_applied - t0), p.msg_bytes,
-               round(p.load_fraction * planes * p.fabric.goodput_capacity_mbps, 3), round(pre, 3),
-               round(post, 3), round(threshold, 3), ms(recovery),
-               ms(recovery_after(rec.fail_sent)), ms(recovery_after(rec.fail_applied)),
-               ms(recovery_after(t1)), ms(settled), ms(stall), ms(gap),
-               ms(bad[0] - t0 if bad else None), ms(rtos[0] - t0 if rtos else None), len(rtos),
-               len(sent), len(recv),
-               lost, sum(1 for r in recv if r["in_order"] != "1"), rec.load)  # fmt: skip
+    summary = (
+        rec.transport,
+        rec.run,
+        fabric.spec.link_mbps,
+        rec.failed_plane,
+        ms(t1 - t0),
+        ms(rec.fail_sent - t0),
+        ms(rec.fail_applied - t0),
+        p.msg_bytes,
+        round(p.load_fraction * planes * p.fabric.goodput_capacity_mbps, 3),
+        round(pre, 3),
+        round(post, 3),
+        round(threshold, 3),
+        ms(recovery),
+        ms(recovery_after(rec.fail_sent)),
+        ms(recovery_after(rec.fail_applied)),
+        ms(recovery_after(t1)),
+        ms(settled),
+        ms(stall),
+        ms(gap),
+        ms(bad[0] - t0 if bad else None),
+        ms(rtos[0] - t0 if rtos else None),
+        len(rtos),
+        len(sent),
+        len(recv),
+        lost,
+        sum(1 for r in recv if r["in_order"] != "1"),
+        rec.load,
+    )
     return rows, summary
 
 
@@ -305,8 +397,9 @@ def _longest_gap(times: Sequence[float]) -> float:
     return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
 
-def _settled_s(window: list[tuple[float, float]], t0: float, threshold: float,
-               horizon_s: float) -> float | None:  # fmt: skip
+def _settled_s(
+    window: list[tuple[float, float]], t0: float, threshold: float, horizon_s: float
+) -> float | None:
     """Seconds from ``t0`` until the windowed goodput is at or above ``threshold`` for good:
     the first time after the last window below it within ``horizon_s`` (0: none was below;
     None: the series ends first). Stricter than :func:`_recovery_s`: a later stall, or a dip
@@ -318,8 +411,13 @@ def _settled_s(window: list[tuple[float, float]], t0: float, threshold: float,
     return after[0] - t0 if after else None
 
 
-def _recovery_s(window: list[tuple[float, float]], t0: float, threshold: float, hold_s: float,
-                horizon_s: float = 0.2) -> float | None:  # fmt: skip
+def _recovery_s(
+    window: list[tuple[float, float]],
+    t0: float,
+    threshold: float,
+    hold_s: float,
+    horizon_s: float = 0.2,
+) -> float | None:
     """Seconds from ``t0`` until the windowed goodput is back at or above ``threshold``.
 
     ``window`` holds (time, windowed goodput). 0 when it does not fall below the threshold
@@ -342,8 +440,12 @@ def _recovery_s(window: list[tuple[float, float]], t0: float, threshold: float, 
 # -- plot (reads only the CSVs) -----------------------------------------------------------------
 
 
-def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
-         png: str | pathlib.Path, xlim_ms: tuple[float, float] = (-200.0, 600.0)) -> None:  # fmt: skip
+def plot(
+    csv_path: str | pathlib.Path,
+    summary_path: str | pathlib.Path,
+    png: str | pathlib.Path,
+    xlim_ms: tuple[float, float] = (-200.0, 600.0),
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -352,16 +454,25 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
     rows = [r for r in read_csv(csv_path) if r.get("run", "0") == "0"]
     summary = {r["transport"]: r for r in read_csv(summary_path) if r.get("run", "0") == "0"}
     transports = list(dict.fromkeys(r["transport"] for r in rows))
-    fig, axes = plt.subplots(2 * len(transports), 1, figsize=(9, 3.2 * len(transports) + 1.5),
-                             sharex=True, gridspec_kw={"height_ratios": [3, 1] * len(transports)})  # fmt: skip
+    fig, axes = plt.subplots(
+        2 * len(transports),
+        1,
+        figsize=(9, 3.2 * len(transports) + 1.5),
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 1] * len(transports)},
+    )
     colors = {"good": "tab:green", "assumed_bad": "tab:red", "denied": "black", "unknown": "0.7"}
     for k, tr in enumerate(transports):
         ax, axs = axes[2 * k], axes[2 * k + 1]
         mine = [r for r in rows if r["transport"] == tr]
         first_ev = mine[0]["ev"]
         ts = [float(r["t_ms"]) for r in mine if r["ev"] == first_ev]
-        ax.plot(ts, [float(r["goodput_window_mbps"]) for r in mine if r["ev"] == first_ev],
-                color="black", label="connection (centred window)")  # fmt: skip
+        ax.plot(
+            ts,
+            [float(r["goodput_window_mbps"]) for r in mine if r["ev"] == first_ev],
+            color="black",
+            label="connection (centred window)",
+        )
         per_plane: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         for r in mine:
             per_plane[r["plane"]][float(r["t_ms"])] += float(r["ev_goodput_mbps"])
@@ -370,13 +481,24 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
             ax.plot(xs, [series[x] for x in xs], lw=0.8, alpha=0.7, label=f"plane {plane} (bin)")
         s = summary.get(tr)
         if s:
-            ax.axhline(float(s["threshold_mbps"]), ls="--", color="tab:purple",
-                       label="(P-1)/P of pre-failure")  # fmt: skip
-            rec = (f"back above it {s['recovery_after_applied_ms']}-{s['recovery_after_sent_ms']} ms "
-                   f"after the failure" if s["recovery_ms"] != "" else "no recovery")  # fmt: skip
-            ax.set_title(f"{tr}: plane {s['failed_plane']} fails in the shaded interval; {rec}; "
-                         f"longest stall {s['longest_stall_ms']} ms, {s['messages_lost']} messages "
-                         f"lost", fontsize=9)  # fmt: skip
+            ax.axhline(
+                float(s["threshold_mbps"]),
+                ls="--",
+                color="tab:purple",
+                label="(P-1)/P of pre-failure",
+            )
+            rec = (
+                f"back above it {s['recovery_after_applied_ms']}-{s['recovery_after_sent_ms']} ms "
+                f"after the failure"
+                if s["recovery_ms"] != ""
+                else "no recovery"
+            )
+            ax.set_title(
+                f"{tr}: plane {s['failed_plane']} fails in the shaded interval; {rec}; "
+                f"longest stall {s['longest_stall_ms']} ms, {s['messages_lost']} messages "
+                f"lost",
+                fontsize=9,
+            )
             ax.axvspan(float(s["fail_sent_ms"]), float(s["fail_applied_ms"]), color="0.85")
         ax.axvline(0, color="0.4", lw=1)
         ax.set_ylabel("goodput (Mbit/s)")
@@ -390,7 +512,9 @@ def plot(csv_path: str | pathlib.Path, summary_path: str | pathlib.Path,
         axs.set_yticks(range(len(evs)), [f"EV{e} p{plane_of[e]}" for e in evs], fontsize=7)
         axs.axvline(0, color="0.4", lw=1)
     axes[-1].set_xlim(*xlim_ms)
-    axes[-1].set_xlabel("time from the fail-plane command (ms); EV state: green good, red assumed_bad")
+    axes[-1].set_xlabel(
+        "time from the fail-plane command (ms); EV state: green good, red assumed_bad"
+    )
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
@@ -426,28 +550,46 @@ def run(p: FailoverParams) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     d = FailoverParams()
-    ap = argparse.ArgumentParser(prog="python -m experiments.failover",
-                                 description=__doc__.splitlines()[0])  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.failover", description=__doc__.splitlines()[0]
+    )
     add_fabric_args(ap, d.fabric)
     ap.add_argument("--out", default=d.out)
     ap.add_argument("--msg-bytes", type=int, default=d.msg_bytes)
-    ap.add_argument("--load-fraction", type=float, default=d.load_fraction,
-                    help="offered load, fraction of the planes' goodput capacity into the receiver")
+    ap.add_argument(
+        "--load-fraction",
+        type=float,
+        default=d.load_fraction,
+        help="offered load, fraction of the planes' goodput capacity into the receiver",
+    )
     ap.add_argument("--duration-s", type=float, default=d.duration_s)
     ap.add_argument("--fail-at-s", type=float, default=d.fail_at_s)
     ap.add_argument("--transports", default=",".join(d.transports))
     ap.add_argument("--runs", type=int, default=d.runs, help="repetitions per transport")
-    ap.add_argument("--plain-cc", action="store_true",
-                    help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)")
+    ap.add_argument(
+        "--plain-cc",
+        action="store_true",
+        help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
+    )
     ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
     a = ap.parse_args(argv)
-    p = FailoverParams(FabricParams(link_mbps=a.link_mbps, results_dir=a.results, wait_s=a.wait_s,
-                                     ecn_packets=a.ecn_packets, trim_packets=a.trim_packets),
-                       msg_bytes=a.msg_bytes, load_fraction=a.load_fraction,
-                       duration_s=a.duration_s, fail_at_s=a.fail_at_s,
-                       transports=tuple(t for t in a.transports.split(",") if t), runs=a.runs,
-                       out=a.out,
-                       plain_cc=a.plain_cc)  # fmt: skip
+    p = FailoverParams(
+        FabricParams(
+            link_mbps=a.link_mbps,
+            results_dir=a.results,
+            wait_s=a.wait_s,
+            ecn_packets=a.ecn_packets,
+            trim_packets=a.trim_packets,
+        ),
+        msg_bytes=a.msg_bytes,
+        load_fraction=a.load_fraction,
+        duration_s=a.duration_s,
+        fail_at_s=a.fail_at_s,
+        transports=tuple(t for t in a.transports.split(",") if t),
+        runs=a.runs,
+        out=a.out,
+        plain_cc=a.plain_cc,
+    )
     if a.plot_only:
         plot(p.out, p.summary_out, p.png)
         return 0

@@ -34,7 +34,11 @@ def read_running_state(topology: str | pathlib.Path) -> dict[str, Any]:
         raise FabricNotRunning(f"needs a running fabric (make fabric-up): no {path}") from None
     if not state.get("ready"):
         raise FabricNotRunning(f"the fabric of {path} is not ready yet")
-    dead = [h for h, d in state.get("hosts", {}).items() if not pathlib.Path(f"/proc/{d['pid']}").exists()]
+    dead = [
+        h
+        for h, d in state.get("hosts", {}).items()
+        if not pathlib.Path(f"/proc/{d['pid']}").exists()
+    ]
     if dead or not state.get("hosts"):
         raise FabricNotRunning(f"the fabric of {path} is gone (hosts {dead or 'none'})")
     return state
@@ -51,9 +55,14 @@ class HostProcess:
 
     def __init__(self, host_pid: int, args: Sequence[str], log: IO[bytes] | None = None) -> None:
         cmd = ["mnexec", "-a", str(host_pid), sys.executable, "-m", "host.stream_agent", *args]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log if log is not None else subprocess.DEVNULL,
-                                     text=True, bufsize=1)  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log if log is not None else subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -70,8 +79,10 @@ class HostProcess:
             line = None
         if not line:
             self._lines.put(line)  # keep reporting the end to later calls
-            raise TransportError(f"host process {' '.join(self.proc.args[3:7])} said nothing "
-                                 f"for {timeout_s:g} s (exit status {self.proc.poll()})")  # fmt: skip
+            raise TransportError(
+                f"host process {' '.join(self.proc.args[3:7])} said nothing "
+                f"for {timeout_s:g} s (exit status {self.proc.poll()})"
+            )
         ev = dict(json.loads(line))
         self.events.append(ev)
         return ev

@@ -61,8 +61,9 @@ TASK_SETTINGS: dict[str, dict[str, object]] = {
 Runner = Callable[[JobSpec], JobResult]
 
 
-def burst_schedule(rounds: int, levels: Sequence[float], seed: int,
-                   first_fraction: float = 0.2) -> tuple[JobEvent, ...]:  # fmt: skip
+def burst_schedule(
+    rounds: int, levels: Sequence[float], seed: int, first_fraction: float = 0.2
+) -> tuple[JobEvent, ...]:
     """One burst per level at distinct random rounds in ``[first_fraction·rounds, rounds)``,
     at least 3 rounds apart (seeded: every policy sees the same schedule)."""
     rng = random.Random(seed)
@@ -128,12 +129,24 @@ def compute_figures(results: dict[tuple[str, LossPolicy], JobResult]) -> Figures
             acc[task] = 100.0 * (d.final_metric - f.final_metric)
         else:
             ppl[task] = d.final_metric - f.final_metric
-    by_level = {lvl: statistics.fmean(r for lv, r in ratios if lv == lvl)
-                for lvl in sorted({lv for lv, _ in ratios})}  # fmt: skip
+    by_level = {
+        lvl: statistics.fmean(r for lv, r in ratios if lv == lvl)
+        for lvl in sorted({lv for lv, _ in ratios})
+    }
     vals = [r for _, r in ratios] or [math.nan]
-    return Figures(statistics.fmean(vals), max(vals), by_level,
-                   statistics.fmean(relaxed) if relaxed else math.nan, len(relaxed), len(ratios),
-                   red, red_rel, calm, acc, ppl)  # fmt: skip
+    return Figures(
+        statistics.fmean(vals),
+        max(vals),
+        by_level,
+        statistics.fmean(relaxed) if relaxed else math.nan,
+        len(relaxed),
+        len(ratios),
+        red,
+        red_rel,
+        calm,
+        acc,
+        ppl,
+    )
 
 
 @dataclass(frozen=True)
@@ -146,49 +159,126 @@ class CsvNames:
     plot: str = "microburst.png"
 
 
-def write_csvs(out: pathlib.Path, results: dict[tuple[str, LossPolicy], JobResult],
-               figures: Figures, network: str, names: CsvNames = CsvNames()) -> None:  # fmt: skip
+def write_csvs(
+    out: pathlib.Path,
+    results: dict[tuple[str, LossPolicy], JobResult],
+    figures: Figures,
+    network: str,
+    names: CsvNames = CsvNames(),
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / names.latency).open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["task", "policy", "round", "burst_loss_pct", "latency_ms",
-                    "delivered_fraction", "loss_bound", "train_loss"])  # fmt: skip
+        w.writerow(
+            [
+                "task",
+                "policy",
+                "round",
+                "burst_loss_pct",
+                "latency_ms",
+                "delivered_fraction",
+                "loss_bound",
+                "train_loss",
+            ]
+        )
         for (task, _), res in results.items():
             for r in res.rows():
-                w.writerow([task, r.policy, r.round, f"{r.burst_loss_pct:g}", f"{r.latency_ms:.3f}",
-                            f"{r.delivered_fraction:.4f}", f"{r.loss_bound:.4f}",
-                            f"{r.train_loss:.5f}"])  # fmt: skip
+                w.writerow(
+                    [
+                        task,
+                        r.policy,
+                        r.round,
+                        f"{r.burst_loss_pct:g}",
+                        f"{r.latency_ms:.3f}",
+                        f"{r.delivered_fraction:.4f}",
+                        f"{r.loss_bound:.4f}",
+                        f"{r.train_loss:.5f}",
+                    ]
+                )
     with (out / names.summary).open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["task", "policy", "network", "metric", "target", "total_time_s",
-                    "time_to_target_s", "final_metric", "rounds", "mean_delivered_fraction"])  # fmt: skip
+        w.writerow(
+            [
+                "task",
+                "policy",
+                "network",
+                "metric",
+                "target",
+                "total_time_s",
+                "time_to_target_s",
+                "final_metric",
+                "rounds",
+                "mean_delivered_fraction",
+            ]
+        )
         for (task, pol), res in results.items():
             ttt = res.time_to_target_s
             rows = res.rows()
-            w.writerow([task, pol.value, network, res.metric_name, res.job.target_metric,
-                        f"{res.total_s:.3f}", "" if ttt is None else f"{ttt:.3f}",
-                        f"{res.final_metric:.4f}", res.job.rounds,
-                        f"{statistics.fmean(r.delivered_fraction for r in rows):.4f}"])  # fmt: skip
+            w.writerow(
+                [
+                    task,
+                    pol.value,
+                    network,
+                    res.metric_name,
+                    res.job.target_metric,
+                    f"{res.total_s:.3f}",
+                    "" if ttt is None else f"{ttt:.3f}",
+                    f"{res.final_metric:.4f}",
+                    res.job.rounds,
+                    f"{statistics.fmean(r.delivered_fraction for r in rows):.4f}",
+                ]
+            )
     with (out / names.figures).open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["figure", "measured", "paper", "network"])
         w.writerow(["burst_speedup_mean_x", f"{figures.speedup_mean_x:.3f}", "", network])
-        w.writerow(["burst_speedup_max_x", f"{figures.speedup_max_x:.3f}", PAPER["burst_speedup_x"],
-                    network])  # fmt: skip
+        w.writerow(
+            [
+                "burst_speedup_max_x",
+                f"{figures.speedup_max_x:.3f}",
+                PAPER["burst_speedup_x"],
+                network,
+            ]
+        )
         for lvl, x in figures.speedup_by_level_x.items():
             w.writerow([f"burst_speedup_{lvl:g}pct_x", f"{x:.3f}", "", network])
-        w.writerow(["burst_speedup_at_p_high_mean_x", f"{figures.speedup_relaxed_mean_x:.3f}", "",
-                    network])  # fmt: skip
-        w.writerow(["training_time_reduction_avg_pct", f"{figures.time_reduction_avg_pct:.2f}",
-                    PAPER["training_time_reduction_avg_pct"], network])  # fmt: skip
-        w.writerow(["training_time_reduction_max_pct", f"{figures.time_reduction_max_pct:.2f}",
-                    PAPER["training_time_reduction_max_pct"], network])  # fmt: skip
+        w.writerow(
+            ["burst_speedup_at_p_high_mean_x", f"{figures.speedup_relaxed_mean_x:.3f}", "", network]
+        )
+        w.writerow(
+            [
+                "training_time_reduction_avg_pct",
+                f"{figures.time_reduction_avg_pct:.2f}",
+                PAPER["training_time_reduction_avg_pct"],
+                network,
+            ]
+        )
+        w.writerow(
+            [
+                "training_time_reduction_max_pct",
+                f"{figures.time_reduction_max_pct:.2f}",
+                PAPER["training_time_reduction_max_pct"],
+                network,
+            ]
+        )
         for task, pct in figures.calm_time_reduction_pct.items():
-            w.writerow([f"training_time_reduction_without_burst_rounds_pct_{task}", f"{pct:.2f}",
-                        "17.4 (EfficientNetB0, no burst)", network])  # fmt: skip
+            w.writerow(
+                [
+                    f"training_time_reduction_without_burst_rounds_pct_{task}",
+                    f"{pct:.2f}",
+                    "17.4 (EfficientNetB0, no burst)",
+                    network,
+                ]
+            )
         for task, pp in figures.accuracy_difference_pp.items():
-            w.writerow([f"accuracy_difference_pp_{task}", f"{pp:.2f}",
-                        f"<= {PAPER['accuracy_difference_max_pp']}", network])  # fmt: skip
+            w.writerow(
+                [
+                    f"accuracy_difference_pp_{task}",
+                    f"{pp:.2f}",
+                    f"<= {PAPER['accuracy_difference_max_pp']}",
+                    network,
+                ]
+            )
         for task, d in figures.perplexity_difference.items():
             w.writerow([f"perplexity_difference_{task}", f"{d:.3f}", "", network])
 
@@ -197,9 +287,11 @@ def report(figures: Figures, results: dict[tuple[str, LossPolicy], JobResult]) -
     lines = ["", "policy        task                total s  to target s  final"]
     for (task, pol), res in results.items():
         ttt = res.time_to_target_s
-        lines.append(f"{pol.value:<13} {task:<19} {res.total_s:7.1f}  "
-                     f"{'never' if ttt is None else f'{ttt:.1f}':>11}  "
-                     f"{res.metric_name} {res.final_metric:.4f}")  # fmt: skip
+        lines.append(
+            f"{pol.value:<13} {task:<19} {res.total_s:7.1f}  "
+            f"{'never' if ttt is None else f'{ttt:.1f}':>11}  "
+            f"{res.metric_name} {res.final_metric:.4f}"
+        )
     levels = ", ".join(f"{lvl:g} %: {x:.2f}x" for lvl, x in figures.speedup_by_level_x.items())
     lines += [
         "",
@@ -218,11 +310,15 @@ def report(figures: Figures, results: dict[tuple[str, LossPolicy], JobResult]) -
     for task, r in figures.time_reduction_vs_reliable_pct.items():
         lines.append(f"  vs P = 0 ({task})  {r:.1f} %")
     for task, r in figures.calm_time_reduction_pct.items():
-        lines.append(f"  without the burst rounds ({task})  {r:.1f} %   "
-                     f"(paper, no bursts: 17.4 % EfficientNetB0, 17.5 % ResNet50)")  # fmt: skip
+        lines.append(
+            f"  without the burst rounds ({task})  {r:.1f} %   "
+            f"(paper, no bursts: 17.4 % EfficientNetB0, 17.5 % ResNet50)"
+        )
     for task, pp in figures.accuracy_difference_pp.items():
-        lines.append(f"accuracy difference ({task})   {pp:+.2f} pp"
-                     f"{'':14}<= {PAPER['accuracy_difference_max_pp']} pp")  # fmt: skip
+        lines.append(
+            f"accuracy difference ({task})   {pp:+.2f} pp"
+            f"{'':14}<= {PAPER['accuracy_difference_max_pp']} pp"
+        )
     for task, d in figures.perplexity_difference.items():
         lines.append(f"perplexity difference ({task})  {d:+.3f}")
     return "\n".join(lines)
@@ -242,8 +338,9 @@ def emu_runner(background_loss: float, seed: int) -> Runner:
     return run
 
 
-def fabric_runner(state: FabricState, results: pathlib.Path,
-                  background_loss: float) -> tuple[Runner, Callable[[], None]]:  # fmt: skip
+def fabric_runner(
+    state: FabricState, results: pathlib.Path, background_loss: float
+) -> tuple[Runner, Callable[[], None]]:
     from experiments.fabric_job import ControllerActions, run_fabric_job
 
     actions = ControllerActions(state, results, background_loss * 100.0)
@@ -255,9 +352,16 @@ def fabric_runner(state: FabricState, results: pathlib.Path,
     return run, actions.close
 
 
-def run_experiment(tasks: Sequence[str], runner: Runner, *, rounds: int | None, seed: int,
-                   levels: Sequence[float], policies: Sequence[LossPolicy] = POLICIES,
-                   log: Callable[[str], None] = print) -> dict[tuple[str, LossPolicy], JobResult]:  # fmt: skip
+def run_experiment(
+    tasks: Sequence[str],
+    runner: Runner,
+    *,
+    rounds: int | None,
+    seed: int,
+    levels: Sequence[float],
+    policies: Sequence[LossPolicy] = POLICIES,
+    log: Callable[[str], None] = print,
+) -> dict[tuple[str, LossPolicy], JobResult]:
     results: dict[tuple[str, LossPolicy], JobResult] = {}
     for task in tasks:
         settings = dict(TASK_SETTINGS[task])
@@ -265,17 +369,21 @@ def run_experiment(tasks: Sequence[str], runner: Runner, *, rounds: int | None, 
             settings["rounds"] = rounds
         n = int(settings["rounds"])  # type: ignore[call-overload]
         events = burst_schedule(n, levels, seed)
-        log(f"{task}: {n} rounds, bursts " + ", ".join(f"{e.value:g} % at round {e.round}"
-                                                         for e in events))  # fmt: skip
+        log(
+            f"{task}: {n} rounds, bursts "
+            + ", ".join(f"{e.value:g} % at round {e.round}" for e in events)
+        )
         for pol in policies:
             job = JobSpec(task=task, policy=pol, seed=seed, events=events, **settings)  # type: ignore[arg-type]
             t0 = time.monotonic()
             res = runner(job)
             results[(task, pol)] = res
             bursts = [r for r in res.rows() if r.burst_loss_pct > 0]
-            log(f"  {pol.value:<9} {time.monotonic() - t0:6.1f} s wall, train {res.total_s:6.1f} s, "
+            log(
+                f"  {pol.value:<9} {time.monotonic() - t0:6.1f} s wall, train {res.total_s:6.1f} s, "
                 f"{res.metric_name} {res.final_metric:.4f}, burst rounds "
-                + " ".join(f"{r.latency_ms:.0f}ms" for r in bursts))  # fmt: skip
+                + " ".join(f"{r.latency_ms:.0f}ms" for r in bursts)
+            )
     return results
 
 
@@ -285,21 +393,38 @@ DEFAULT_TASKS = {"emu": "digits-mlp,chars-transformer", "fabric": "digits-mlp,di
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m experiments.microburst",
-                                 description=__doc__.split("\n\n")[0])  # fmt: skip
-    ap.add_argument("--network", choices=("auto", "emu", "fabric"), default="auto",
-                    help="auto: the fabric when this machine can run it (root, Mininet), "
-                         "else the emulator")  # fmt: skip
-    ap.add_argument("--tasks", default=None,
-                    help=f"comma-separated, from: {', '.join(TASK_SETTINGS)} "
-                         f"(default: {DEFAULT_TASKS})")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.microburst", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--network",
+        choices=("auto", "emu", "fabric"),
+        default="auto",
+        help="auto: the fabric when this machine can run it (root, Mininet), else the emulator",
+    )
+    ap.add_argument(
+        "--tasks",
+        default=None,
+        help=f"comma-separated, from: {', '.join(TASK_SETTINGS)} (default: {DEFAULT_TASKS})",
+    )
     ap.add_argument("--rounds", type=int, default=None, help="override every task's rounds")
-    ap.add_argument("--bursts", default=",".join(f"{x:g}" for x in BURST_LEVELS_PCT),
-                    help="burst loss levels in percent, one burst each")  # fmt: skip
-    ap.add_argument("--background-loss", type=float, default=0.01,
-                    help="loss probability on every path outside bursts")  # fmt: skip
-    ap.add_argument("--link-mbps", type=float, default=20.0,
-                    help="link rate of a fabric the experiment brings up itself")  # fmt: skip
+    ap.add_argument(
+        "--bursts",
+        default=",".join(f"{x:g}" for x in BURST_LEVELS_PCT),
+        help="burst loss levels in percent, one burst each",
+    )
+    ap.add_argument(
+        "--background-loss",
+        type=float,
+        default=0.01,
+        help="loss probability on every path outside bursts",
+    )
+    ap.add_argument(
+        "--link-mbps",
+        type=float,
+        default=20.0,
+        help="link rate of a fabric the experiment brings up itself",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--results", default="results")
     return ap
@@ -316,13 +441,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = [t for t in (args.tasks or DEFAULT_TASKS[network]).split(",") if t]
     unknown = [t for t in tasks if t not in TASK_SETTINGS]
     if unknown:
-        print(f"unknown task(s) {', '.join(unknown)}; valid: {', '.join(TASK_SETTINGS)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"unknown task(s) {', '.join(unknown)}; valid: {', '.join(TASK_SETTINGS)}",
+            file=sys.stderr,
+        )
         return 2
     levels = [float(x) for x in args.bursts.split(",") if x]
     out = pathlib.Path(args.results)
-    print(f"microburst experiment on the {network} network: policies "
-          f"{', '.join(p.value for p in POLICIES)}; background loss {args.background_loss:.1%}")  # fmt: skip
+    print(
+        f"microburst experiment on the {network} network: policies "
+        f"{', '.join(p.value for p in POLICIES)}; background loss {args.background_loss:.1%}"
+    )
     try:
         with contextlib.ExitStack() as stack:
             if network == "emu":
@@ -331,8 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 state = stack.enter_context(FabricSession(out, link_mbps=args.link_mbps))
                 runner, close = fabric_runner(state, out, args.background_loss)
                 stack.callback(close)
-            results = run_experiment(tasks, runner, rounds=args.rounds, seed=args.seed,
-                                     levels=levels)  # fmt: skip
+            results = run_experiment(
+                tasks, runner, rounds=args.rounds, seed=args.seed, levels=levels
+            )
     except (FabricNotReady, RoundFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

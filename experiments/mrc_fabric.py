@@ -22,8 +22,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
-__all__ = ["ExperimentOutputs", "FabricBusy", "FabricParams", "own_fabric", "read_csv", "start_all", "start_hosts",
-           "stop_all", "write_csv", "percentile", "load_1m", "PAYLOAD_EFFICIENCY"]  # fmt: skip
+__all__ = [
+    "ExperimentOutputs",
+    "FabricBusy",
+    "FabricParams",
+    "own_fabric",
+    "read_csv",
+    "start_all",
+    "start_hosts",
+    "stop_all",
+    "write_csv",
+    "percentile",
+    "load_1m",
+    "PAYLOAD_EFFICIENCY",
+]
 
 from experiments.hosts import HostProcess
 from host.mrc.config import FABRIC_PAYLOAD_BYTES
@@ -83,8 +95,9 @@ class FabricParams:
     """Every port's trimming threshold (the controller's ``trim K``); None: no trimming."""
 
     def spec(self) -> FabricSpec:
-        return FabricSpec(self.planes, self.leaves, self.spines, self.hosts_per_leaf,
-                          self.link_mbps)  # fmt: skip
+        return FabricSpec(
+            self.planes, self.leaves, self.spines, self.hosts_per_leaf, self.link_mbps
+        )
 
     @property
     def goodput_capacity_mbps(self) -> float:
@@ -96,13 +109,25 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
     """The command-line options every fabric experiment shares (defaults from ``d``)."""
     ap.add_argument("--link-mbps", type=float, default=d.link_mbps)
     ap.add_argument("--results", default=d.results_dir)
-    ap.add_argument("--ecn-packets", type=int, default=d.ecn_packets,
-                    help="CE-mark threshold of every switch port (the controller's default: 20)")
-    ap.add_argument("--trim-packets", type=int, default=d.trim_packets,
-                    help="trim UDP packets that find this many packets queued (the "
-                         "controller's 'trim K'; MRC resends them on a NACK); default off")
-    ap.add_argument("--wait-s", type=float, default=0.0,
-                    help="wait this long for another fabric on the machine to stop")  # fmt: skip
+    ap.add_argument(
+        "--ecn-packets",
+        type=int,
+        default=d.ecn_packets,
+        help="CE-mark threshold of every switch port (the controller's default: 20)",
+    )
+    ap.add_argument(
+        "--trim-packets",
+        type=int,
+        default=d.trim_packets,
+        help="trim UDP packets that find this many packets queued (the "
+        "controller's 'trim K'; MRC resends them on a NACK); default off",
+    )
+    ap.add_argument(
+        "--wait-s",
+        type=float,
+        default=0.0,
+        help="wait this long for another fabric on the machine to stop",
+    )
 
 
 @contextlib.contextmanager
@@ -117,8 +142,12 @@ def own_fabric(params: FabricParams) -> Iterator[BringUp]:
         yield up
 
 
-def start_hosts(up: BringUp, specs: Sequence[RunSpec], log: IO[bytes] | None = None,
-                ready_timeout_s: float = 60.0) -> dict[str, HostProcess]:  # fmt: skip
+def start_hosts(
+    up: BringUp,
+    specs: Sequence[RunSpec],
+    log: IO[bytes] | None = None,
+    ready_timeout_s: float = 60.0,
+) -> dict[str, HostProcess]:
     """One host process per spec, each in its host's namespace, all ready (sockets bound)."""
     pids = up.net.host_pids()
     procs: dict[str, HostProcess] = {}
@@ -157,7 +186,9 @@ def read_csv(path: str | pathlib.Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def write_csv(path: str | pathlib.Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+def write_csv(
+    path: str | pathlib.Path, header: Sequence[str], rows: Sequence[Sequence[object]]
+) -> None:
     p = pathlib.Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as f:

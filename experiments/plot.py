@@ -28,8 +28,9 @@ def _read(path: pathlib.Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def plot_microburst(latency_csv: pathlib.Path, summary_csv: pathlib.Path,
-                    png: pathlib.Path) -> pathlib.Path:  # fmt: skip
+def plot_microburst(
+    latency_csv: pathlib.Path, summary_csv: pathlib.Path, png: pathlib.Path
+) -> pathlib.Path:
     """Draw the three panels into ``png`` (per task: the first task's latency trace)."""
     rows = _read(latency_csv)
     summary = _read(summary_csv)
@@ -43,8 +44,16 @@ def plot_microburst(latency_csv: pathlib.Path, summary_csv: pathlib.Path,
     for r in first:
         if r["policy"] == "dblp" and float(r["burst_loss_pct"]) > 0:
             ax.axvline(int(r["round"]), color="red", alpha=0.25, lw=3)
-            ax.text(int(r["round"]), 1.0, f"{float(r['burst_loss_pct']):g}%", color="red",
-                    fontsize=8, ha="center", va="bottom", transform=ax.get_xaxis_transform())  # fmt: skip
+            ax.text(
+                int(r["round"]),
+                1.0,
+                f"{float(r['burst_loss_pct']):g}%",
+                color="red",
+                fontsize=8,
+                ha="center",
+                va="bottom",
+                transform=ax.get_xaxis_transform(),
+            )
     ax.set_yscale("log")
     ax.set_xlabel("round")
     ax.set_ylabel("communication latency (ms)")
@@ -61,11 +70,20 @@ def plot_microburst(latency_csv: pathlib.Path, summary_csv: pathlib.Path,
     pols = list(dict.fromkeys(p for p, _ in by))
     width = 0.8 / max(1, len(pols))
     for i, pol in enumerate(pols):
-        vals = [sum(by[(pol, lvl)]) / len(by[(pol, lvl)]) if by[(pol, lvl)] else 0 for lvl in levels]
-        ax.bar([j + i * width for j in range(len(levels))], vals, width, label=pol,
-               color=COLORS.get(pol))  # fmt: skip
-    ax.set_xticks([j + width * (len(pols) - 1) / 2 for j in range(len(levels))],
-                  [f"{lvl:g} %" for lvl in levels])  # fmt: skip
+        vals = [
+            sum(by[(pol, lvl)]) / len(by[(pol, lvl)]) if by[(pol, lvl)] else 0 for lvl in levels
+        ]
+        ax.bar(
+            [j + i * width for j in range(len(levels))],
+            vals,
+            width,
+            label=pol,
+            color=COLORS.get(pol),
+        )
+    ax.set_xticks(
+        [j + width * (len(pols) - 1) / 2 for j in range(len(levels))],
+        [f"{lvl:g} %" for lvl in levels],
+    )
     ax.set_yscale("log")
     ax.set_xlabel("burst loss")
     ax.set_ylabel("burst-round latency (ms, mean over tasks)")
@@ -78,8 +96,14 @@ def plot_microburst(latency_csv: pathlib.Path, summary_csv: pathlib.Path,
     bars = ax.bar(range(len(summary)), times, color=[COLORS.get(s["policy"]) for s in summary])
     for b, s in zip(bars, summary):
         metric = "acc" if s["metric"] == "accuracy" else "ppl"
-        ax.text(b.get_x() + b.get_width() / 2, b.get_height(),
-                f"{metric} {float(s['final_metric']):.3g}", ha="center", va="bottom", fontsize=8)  # fmt: skip
+        ax.text(
+            b.get_x() + b.get_width() / 2,
+            b.get_height(),
+            f"{metric} {float(s['final_metric']):.3g}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xticks(range(len(summary)), labels, fontsize=7)
     ax.set_ylabel("training time (s)")
     ax.set_title("training time and final metric")
@@ -91,12 +115,15 @@ def plot_microburst(latency_csv: pathlib.Path, summary_csv: pathlib.Path,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.plot", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.plot", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--results", default="results")
     args = ap.parse_args(argv)
     out = pathlib.Path(args.results)
-    png = plot_microburst(out / "microburst_latency.csv", out / "training_summary.csv",
-                          out / "microburst.png")  # fmt: skip
+    png = plot_microburst(
+        out / "microburst_latency.csv", out / "training_summary.csv", out / "microburst.png"
+    )
     print(f"wrote {png}")
     return 0
 

@@ -26,8 +26,9 @@ class MessageConnection(Protocol):
     conn_id: int
     peer: int
 
-    def send(self, data: object, *, reliable: bool = True,
-             timeout: float | None = None) -> SendHandleLike: ...  # fmt: skip
+    def send(
+        self, data: object, *, reliable: bool = True, timeout: float | None = None
+    ) -> SendHandleLike: ...
 
     def recv(self, timeout: float | None = None) -> bytes: ...
 

@@ -53,13 +53,27 @@ def single_path_config(cfg: MrcConfig | None = None, *, rehash_on_rto: bool = Tr
 class SinglePathEndpoint(Endpoint):
     """An MRC endpoint whose connections each use a single hashed EV."""
 
-    def __init__(self, network: Network, host_id: int, routes: RouteTable,
-                 config: MrcConfig | None = None, *, rehash_on_rto: bool = True,
-                 listen: bool = True, recorder: Recorder | None = None,
-                 sample_interval_ms: float = 0.0) -> None:  # fmt: skip
-        super().__init__(network, host_id, routes,
-                         single_path_config(config, rehash_on_rto=rehash_on_rto), listen=listen,
-                         recorder=recorder, sample_interval_ms=sample_interval_ms)  # fmt: skip
+    def __init__(
+        self,
+        network: Network,
+        host_id: int,
+        routes: RouteTable,
+        config: MrcConfig | None = None,
+        *,
+        rehash_on_rto: bool = True,
+        listen: bool = True,
+        recorder: Recorder | None = None,
+        sample_interval_ms: float = 0.0,
+    ) -> None:
+        super().__init__(
+            network,
+            host_id,
+            routes,
+            single_path_config(config, rehash_on_rto=rehash_on_rto),
+            listen=listen,
+            recorder=recorder,
+            sample_interval_ms=sample_interval_ms,
+        )
 
 
 # -- TCP ------------------------------------------------------------------------------------
@@ -80,8 +94,9 @@ def _frame(kind: int, host: int, msg_id: int, length: int, digest: bytes = bytes
 def _parse(head: bytes, max_len: int) -> tuple[int, int, int, int, bytes]:
     magic, version, kind, host, msg_id, length, digest, crc = _FRAME.unpack(head)
     if magic != TCP_MAGIC or version != TCP_VERSION or kind not in _FRAME_TYPES:
-        raise ConnectionFailed(f"bad TCP frame header (magic {magic:#x}, version {version}, "
-                               f"type {kind})")  # fmt: skip
+        raise ConnectionFailed(
+            f"bad TCP frame header (magic {magic:#x}, version {version}, type {kind})"
+        )
     if zlib.crc32(head[:-4]) != crc:
         raise ConnectionFailed("TCP frame header checksum mismatch")
     if length > max_len or (kind != MSG and length):
@@ -100,8 +115,9 @@ def _read_exact(sock: socket.socket, n: int, *, frame_start: bool = False) -> by
         if k == 0:
             if frame_start and got == 0:
                 raise PeerClosed("peer closed the TCP connection")
-            raise ConnectionClosed(f"peer closed the TCP connection in the middle of a frame "
-                                   f"({got} of {n} bytes)")  # fmt: skip
+            raise ConnectionClosed(
+                f"peer closed the TCP connection in the middle of a frame ({got} of {n} bytes)"
+            )
         got += k
     return bytes(buf)
 
@@ -109,8 +125,14 @@ def _read_exact(sock: socket.socket, n: int, *, frame_start: bool = False) -> by
 class TcpConnection:
     """One TCP connection carrying messages (same API as the MRC ``Connection``)."""
 
-    def __init__(self, sock: socket.socket, host_id: int, peer: int, max_message_bytes: int,
-                 max_recv_buffer_bytes: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sock: socket.socket,
+        host_id: int,
+        peer: int,
+        max_message_bytes: int,
+        max_recv_buffer_bytes: int,
+    ) -> None:
         self._sock = sock
         self.host_id = host_id
         self.peer = peer
@@ -128,8 +150,9 @@ class TcpConnection:
         self._reader = threading.Thread(target=self._read_loop, name=f"tcp-rx-{peer}", daemon=True)
         self._reader.start()
 
-    def send(self, data: object, *, reliable: bool = True,
-             timeout: float | None = None) -> SendHandle:  # fmt: skip
+    def send(
+        self, data: object, *, reliable: bool = True, timeout: float | None = None
+    ) -> SendHandle:
         """Send one message; the handle completes when the peer acknowledged it.
 
         Raises:
@@ -159,8 +182,13 @@ class TcpConnection:
 
     def recv(self, timeout: float | None = None) -> bytes:
         with self._cv:
-            wait_until(self._cv, lambda: bool(self._ready), timeout, self._raise_if_ended,
-                       f"no message within {timeout} s")  # fmt: skip
+            wait_until(
+                self._cv,
+                lambda: bool(self._ready),
+                timeout,
+                self._raise_if_ended,
+                f"no message within {timeout} s",
+            )
             msg = self._ready.popleft()
             self._buffered -= len(msg)
             self._cv.notify_all()
@@ -246,10 +274,15 @@ class TcpEndpoint:
         peers: host id → address of that host's TCP endpoint.
     """
 
-    def __init__(self, host_id: int, listen: Address = ("::1", 0),
-                 peers: dict[int, Address] | None = None, *,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 max_recv_buffer_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        host_id: int,
+        listen: Address = ("::1", 0),
+        peers: dict[int, Address] | None = None,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_recv_buffer_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
         self.host_id = host_id
         self.peers = dict(peers or {})
         self._max_msg = max_message_bytes
@@ -274,7 +307,9 @@ class TcpEndpoint:
         try:
             sock = socket.create_connection(self.peers[peer], timeout=5.0)
         except OSError as e:
-            raise ConnectionFailed(f"cannot connect to host {peer} at {self.peers[peer]}: {e}") from e
+            raise ConnectionFailed(
+                f"cannot connect to host {peer} at {self.peers[peer]}: {e}"
+            ) from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)
         sock.sendall(_frame(HELLO, self.host_id, 0, 0))

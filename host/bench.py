@@ -75,7 +75,9 @@ def _receiver(transport: str, pipe: Pipe) -> None:
     else:
         net = UdpNetwork(loopback_nics(PLANES))
         pipe.send(net.ports)
-        ep = Endpoint(net, 1, RouteTable({0: loopback_evs(pipe.recv(), SPINES)}), _config(transport))
+        ep = Endpoint(
+            net, 1, RouteTable({0: loopback_evs(pipe.recv(), SPINES)}), _config(transport)
+        )
         conn = ep.accept(timeout=30)
         closer = ep.close
     try:
@@ -96,9 +98,18 @@ def _percentile(xs: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def measure(conn: MessageConnection, msg_bytes: int, *, transport: str, network: str,
-            depth: int = 8, goodput_bytes: int = 48 * 1024 * 1024, min_messages: int = 8,
-            mct_messages: int = 30, timeout_s: float = 120.0) -> BenchRow:  # fmt: skip
+def measure(
+    conn: MessageConnection,
+    msg_bytes: int,
+    *,
+    transport: str,
+    network: str,
+    depth: int = 8,
+    goodput_bytes: int = 48 * 1024 * 1024,
+    min_messages: int = 8,
+    mct_messages: int = 30,
+    timeout_s: float = 120.0,
+) -> BenchRow:
     """Goodput with ``depth`` messages outstanding, then completion times one at a time."""
     payload = os.urandom(msg_bytes)
     n = max(min_messages, min(4000, goodput_bytes // msg_bytes))
@@ -120,10 +131,20 @@ def measure(conn: MessageConnection, msg_bytes: int, *, transport: str, network:
         conn.send(payload, timeout=timeout_s).wait(timeout_s)
         mcts.append(time.monotonic() - t)
     rate = n * msg_bytes / elapsed
-    return BenchRow(transport, network, msg_bytes, n, depth, round(rate * 8 / 1e6, 1),
-                    round(rate / 1e6, 2), round(statistics.median(mcts) * 1e3, 3),
-                    round(_percentile(mcts, 0.99) * 1e3, 3), m, _retransmits(conn) - retx0,
-                    round(_cpu_s() - cpu0, 2))  # fmt: skip
+    return BenchRow(
+        transport,
+        network,
+        msg_bytes,
+        n,
+        depth,
+        round(rate * 8 / 1e6, 1),
+        round(rate / 1e6, 2),
+        round(statistics.median(mcts) * 1e3, 3),
+        round(_percentile(mcts, 0.99) * 1e3, 3),
+        m,
+        _retransmits(conn) - retx0,
+        round(_cpu_s() - cpu0, 2),
+    )
 
 
 def _cpu_s() -> float:
@@ -136,14 +157,17 @@ def _retransmits(conn: MessageConnection) -> int:
     return int(getattr(stats(), "retransmits", 0)) if callable(stats) else 0
 
 
-def loopback_bench(transports: Sequence[str] = TRANSPORTS,
-                   sizes: Sequence[int] = DEFAULT_SIZES, **kw: int) -> list[BenchRow]:  # fmt: skip
+def loopback_bench(
+    transports: Sequence[str] = TRANSPORTS, sizes: Sequence[int] = DEFAULT_SIZES, **kw: int
+) -> list[BenchRow]:
     """Every transport × size on loopback, receiver in a child process."""
     rows: list[BenchRow] = []
     ctx = mp.get_context("spawn")
     for transport in transports:
         if transport not in TRANSPORTS:
-            raise ValueError(f"unknown transport {transport!r}; choose from {', '.join(TRANSPORTS)}")
+            raise ValueError(
+                f"unknown transport {transport!r}; choose from {', '.join(TRANSPORTS)}"
+            )
         mine, theirs = ctx.Pipe()
         proc = ctx.Process(target=_receiver, args=(transport, theirs), daemon=True)
         proc.start()
@@ -166,20 +190,26 @@ def _sender(transport: str, pipe: Pipe, sizes: Sequence[int], **kw: int) -> list
     net = UdpNetwork(loopback_nics(PLANES))
     peer_ports = pipe.recv()
     pipe.send(net.ports)
-    with Endpoint(net, 0, RouteTable({1: loopback_evs(peer_ports, SPINES)}), _config(transport)) as ep:
+    with Endpoint(
+        net, 0, RouteTable({1: loopback_evs(peer_ports, SPINES)}), _config(transport)
+    ) as ep:
         return _run_sizes(ep.connect(1), transport, sizes, **kw)
 
 
-def _run_sizes(conn: MessageConnection, transport: str, sizes: Sequence[int],
-               **kw: int) -> list[BenchRow]:  # fmt: skip
+def _run_sizes(
+    conn: MessageConnection, transport: str, sizes: Sequence[int], **kw: int
+) -> list[BenchRow]:
     for _ in range(20):  # warm up: connection set-up, window growth
         conn.send(os.urandom(65536)).wait(30)
     rows = []
     for size in sizes:
         row = measure(conn, size, transport=transport, network="loopback", **kw)
-        print(f"{row.transport:12s} {row.msg_bytes:>9d} B  {row.goodput_mbyte_s:7.1f} MB/s  "
-              f"mct p50 {row.mct_p50_ms:8.2f} ms  p99 {row.mct_p99_ms:8.2f} ms  "
-              f"retx {row.retransmits}", flush=True)  # fmt: skip
+        print(
+            f"{row.transport:12s} {row.msg_bytes:>9d} B  {row.goodput_mbyte_s:7.1f} MB/s  "
+            f"mct p50 {row.mct_p50_ms:8.2f} ms  p99 {row.mct_p99_ms:8.2f} ms  "
+            f"retx {row.retransmits}",
+            flush=True,
+        )
         rows.append(row)
     return rows
 

@@ -99,8 +99,12 @@ def job_fingerprint(description: str) -> bytes:
     return hashlib.blake2b(description.encode(), digest_size=FINGERPRINT_BYTES).digest()
 
 
-def _run_all(pool: ThreadPoolExecutor, jobs: Mapping[int, Callable[[], T]],
-             links: Mapping[int, DblpLink], what: str) -> dict[int, T]:  # fmt: skip
+def _run_all(
+    pool: ThreadPoolExecutor,
+    jobs: Mapping[int, Callable[[], T]],
+    links: Mapping[int, DblpLink],
+    what: str,
+) -> dict[int, T]:
     """Run one job per rank in parallel; on the first failure abort every link and raise."""
     futures: dict[int, Future[T]] = {rank: pool.submit(fn) for rank, fn in jobs.items()}
     out: dict[int, T] = {}
@@ -128,8 +132,9 @@ class ParameterServer:
         hooks: called at each round's start and end.
     """
 
-    def __init__(self, links: Mapping[int, DblpLink], phase: PhaseController,
-                 hooks: RoundHooks | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, links: Mapping[int, DblpLink], phase: PhaseController, hooks: RoundHooks | None = None
+    ) -> None:
         if not links:
             raise ValueError("a parameter server needs at least one worker")
         self.links = dict(links)
@@ -148,9 +153,15 @@ class ParameterServer:
         self.hooks.round_start(round_)
         try:
             t0 = time.monotonic()
-            gathered = _run_all(self._pool, {
-                rank: (lambda link=link: recv_tensor(link, round_, push, bound))
-                for rank, link in self.links.items()}, self.links, f"round {round_} gather")  # fmt: skip
+            gathered = _run_all(
+                self._pool,
+                {
+                    rank: (lambda link=link: recv_tensor(link, round_, push, bound))
+                    for rank, link in self.links.items()
+                },
+                self.links,
+                f"round {round_} gather",
+            )
             t1 = time.monotonic()
             total = np.zeros(spec.shape, dtype=np.float64)
             for rep in gathered.values():
@@ -158,9 +169,17 @@ class ParameterServer:
             avg = (total / len(gathered)).astype(spec.np_dtype)
             norm = float(np.linalg.norm(avg))
             check = self.phase.observe(round_, norm)
-            sent = _run_all(self._pool, {
-                rank: (lambda link=link: send_tensor(link, round_, BROADCAST_TENSOR, avg, bound))
-                for rank, link in self.links.items()}, self.links, f"round {round_} broadcast")  # fmt: skip
+            sent = _run_all(
+                self._pool,
+                {
+                    rank: (
+                        lambda link=link: send_tensor(link, round_, BROADCAST_TENSOR, avg, bound)
+                    )
+                    for rank, link in self.links.items()
+                },
+                self.links,
+                f"round {round_} broadcast",
+            )
             t2 = time.monotonic()
         finally:
             self.hooks.round_end(round_)
@@ -190,8 +209,9 @@ class PsWorker:
         got = recv_tensor(self.link, round_, TensorSpec.of(BROADCAST_TENSOR, vector), None)
         self.bound = got.bound
         frac = (sent.delivered + got.received) / (sent.chunks + got.chunks)
-        return AllReduceResult(round_, got.array, time.monotonic() - t0, frac, got.bound, (sent,),
-                               (got,))  # fmt: skip
+        return AllReduceResult(
+            round_, got.array, time.monotonic() - t0, frac, got.bound, (sent,), (got,)
+        )
 
     def close(self) -> None:
         self.link.close()
@@ -205,8 +225,9 @@ class RingAllReduce:
         phase: this rank's P policy (its detector sees this rank's result).
     """
 
-    def __init__(self, rank: int, world: int, to_next: DblpLink, from_prev: DblpLink,
-                 phase: PhaseController) -> None:  # fmt: skip
+    def __init__(
+        self, rank: int, world: int, to_next: DblpLink, from_prev: DblpLink, phase: PhaseController
+    ) -> None:
         if world < 2 or not 0 <= rank < world:
             raise ValueError(f"rank {rank} of a ring of {world}")
         self.rank, self.world = rank, world
@@ -244,10 +265,12 @@ class RingAllReduce:
             recvs.append(got)
         result = (np.concatenate(segs) / n).astype(vector.dtype).reshape(vector.shape)
         self.phase.observe(round_, float(np.linalg.norm(result)))
-        frac = ((sum(s.delivered for s in sends) + sum(r.received for r in recvs))
-                / (sum(s.chunks for s in sends) + sum(r.chunks for r in recvs)))  # fmt: skip
-        return AllReduceResult(round_, result, time.monotonic() - t0, frac, bound, tuple(sends),
-                               tuple(recvs))  # fmt: skip
+        frac = (sum(s.delivered for s in sends) + sum(r.received for r in recvs)) / (
+            sum(s.chunks for s in sends) + sum(r.chunks for r in recvs)
+        )
+        return AllReduceResult(
+            round_, result, time.monotonic() - t0, frac, bound, tuple(sends), tuple(recvs)
+        )
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -293,9 +316,14 @@ def _await_hello(link: DblpLink, fingerprint: bytes, timeout_s: float) -> int | 
     return ctrl.tensor_id
 
 
-def _accept_hello(endpoint: MessageEndpoint, fingerprint: bytes, cfg: DblpConfig,
-                  deadline: float, accept_host: Callable[[int], bool],
-                  what: str) -> tuple[DblpLink, int]:  # fmt: skip
+def _accept_hello(
+    endpoint: MessageEndpoint,
+    fingerprint: bytes,
+    cfg: DblpConfig,
+    deadline: float,
+    accept_host: Callable[[int], bool],
+    what: str,
+) -> tuple[DblpLink, int]:
     """The next accepted connection that says HELLO; connections from hosts that
     ``accept_host`` refuses, or that stay silent (stale), are closed and skipped."""
     while True:
@@ -314,8 +342,14 @@ def _accept_hello(endpoint: MessageEndpoint, fingerprint: bytes, cfg: DblpConfig
         link.close()
 
 
-def connect_worker(endpoint: MessageEndpoint, server_host: int, rank: int, fingerprint: bytes,
-                   cfg: DblpConfig, timeout_s: float = 30.0) -> DblpLink:  # fmt: skip
+def connect_worker(
+    endpoint: MessageEndpoint,
+    server_host: int,
+    rank: int,
+    fingerprint: bytes,
+    cfg: DblpConfig,
+    timeout_s: float = 30.0,
+) -> DblpLink:
     """A worker's link to the server, after the server accepted its HELLO.
 
     Raises:
@@ -334,8 +368,13 @@ def connect_worker(endpoint: MessageEndpoint, server_host: int, rank: int, finge
     return link
 
 
-def accept_workers(endpoint: MessageEndpoint, ranks: set[int], fingerprint: bytes,
-                   cfg: DblpConfig, timeout_s: float = 30.0) -> dict[int, DblpLink]:  # fmt: skip
+def accept_workers(
+    endpoint: MessageEndpoint,
+    ranks: set[int],
+    fingerprint: bytes,
+    cfg: DblpConfig,
+    timeout_s: float = 30.0,
+) -> dict[int, DblpLink]:
     """The server's links to the workers ``ranks``, each after a matching HELLO.
 
     Raises:
@@ -346,8 +385,14 @@ def accept_workers(endpoint: MessageEndpoint, ranks: set[int], fingerprint: byte
     try:
         while set(links) != ranks:
             missing = sorted(ranks - set(links))
-            link, rank = _accept_hello(endpoint, fingerprint, cfg, deadline, lambda h: True,
-                                       f"workers {missing} did not connect")  # fmt: skip
+            link, rank = _accept_hello(
+                endpoint,
+                fingerprint,
+                cfg,
+                deadline,
+                lambda h: True,
+                f"workers {missing} did not connect",
+            )
             if rank not in ranks or rank in links:
                 link.abort(f"unexpected rank {rank}")
                 raise JobMismatch(f"host {link.peer} claims rank {rank}; expected {sorted(ranks)}")
@@ -360,8 +405,14 @@ def accept_workers(endpoint: MessageEndpoint, ranks: set[int], fingerprint: byte
     return links
 
 
-def connect_ring(endpoint: MessageEndpoint, rank: int, hosts: list[int], fingerprint: bytes,
-                 cfg: DblpConfig, timeout_s: float = 30.0) -> tuple[DblpLink, DblpLink]:  # fmt: skip
+def connect_ring(
+    endpoint: MessageEndpoint,
+    rank: int,
+    hosts: list[int],
+    fingerprint: bytes,
+    cfg: DblpConfig,
+    timeout_s: float = 30.0,
+) -> tuple[DblpLink, DblpLink]:
     """``(to_next, from_prev)`` of rank ``rank`` in a ring over ``hosts`` (host id per rank).
 
     Raises:
@@ -373,9 +424,14 @@ def connect_ring(endpoint: MessageEndpoint, rank: int, hosts: list[int], fingerp
     to_next.send_control(Control(ControlKind.HELLO, tensor_id=rank, body=fingerprint))
     prev_rank, prev_host = (rank - 1) % n, hosts[(rank - 1) % n]
     try:
-        from_prev, prev = _accept_hello(endpoint, fingerprint, cfg, time.monotonic() + timeout_s,
-                                        lambda h: h == prev_host,
-                                        f"rank {rank}: rank {prev_rank} did not connect")  # fmt: skip
+        from_prev, prev = _accept_hello(
+            endpoint,
+            fingerprint,
+            cfg,
+            time.monotonic() + timeout_s,
+            lambda h: h == prev_host,
+            f"rank {rank}: rank {prev_rank} did not connect",
+        )
     except DblpError:
         to_next.close()
         raise
@@ -391,4 +447,3 @@ def connect_ring(endpoint: MessageEndpoint, rank: int, hosts: list[int], fingerp
         from_prev.close()
         raise
     return to_next, from_prev
-

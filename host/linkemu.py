@@ -71,8 +71,11 @@ class Fault:
     end_s: float  # monotonic; inf = until restored
 
     def covers(self, plane: int, spine: int, t: float) -> bool:
-        return (self.plane == plane and (self.spine is None or self.spine == spine)
-                and self.start_s <= t < self.end_s)  # fmt: skip
+        return (
+            self.plane == plane
+            and (self.spine is None or self.spine == spine)
+            and self.start_s <= t < self.end_s
+        )
 
 
 class EmuNetwork:
@@ -84,8 +87,9 @@ class EmuNetwork:
         seed: of the impairment random draws.
     """
 
-    def __init__(self, default: LinkProfile | None = None, *, spines: int = 1,
-                 seed: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self, default: LinkProfile | None = None, *, spines: int = 1, seed: int = 1
+    ) -> None:
         self.default = default or LinkProfile()
         self.spines = spines
         self.counters: Counter[str] = Counter()
@@ -105,8 +109,9 @@ class EmuNetwork:
     # -- building --------------------------------------------------------------------------
 
     @classmethod
-    def for_fabric(cls, fabric: Fabric, default: LinkProfile | None = None, *,
-                   seed: int = 1) -> EmuNetwork:  # fmt: skip
+    def for_fabric(
+        cls, fabric: Fabric, default: LinkProfile | None = None, *, seed: int = 1
+    ) -> EmuNetwork:
         """Routes for every micro-SID path and every baseline NIC address of ``fabric``."""
         emu = cls(default, spines=fabric.spec.spines, seed=seed)
         for a in fabric.hosts:
@@ -132,8 +137,9 @@ class EmuNetwork:
     def routes(fabric: Fabric, host: str, *, baseline: bool = False) -> RouteTable:
         return RouteTable.from_fabric(fabric, host, baseline=baseline)
 
-    def set_profile(self, profile: LinkProfile, *, plane: int | None = None,
-                    spine: int | None = None) -> None:  # fmt: skip
+    def set_profile(
+        self, profile: LinkProfile, *, plane: int | None = None, spine: int | None = None
+    ) -> None:
         """Impairments of one plane, one (plane, spine) path, or (no plane) the default."""
         with self._cv:
             if plane is None:
@@ -141,8 +147,14 @@ class EmuNetwork:
             else:
                 self._profiles[(plane, spine)] = profile
 
-    def fail(self, plane: int, spine: int | None = None, *, after_s: float = 0.0,
-             duration_s: float = math.inf) -> Fault:  # fmt: skip
+    def fail(
+        self,
+        plane: int,
+        spine: int | None = None,
+        *,
+        after_s: float = 0.0,
+        duration_s: float = math.inf,
+    ) -> Fault:
         """Drop everything on a plane (or one spine of it) from ``after_s`` seconds from now,
         for ``duration_s`` (datagrams already in flight there are lost too)."""
         start = time.monotonic() + after_s
@@ -154,9 +166,12 @@ class EmuNetwork:
     def restore(self, plane: int, spine: int | None = None) -> None:
         now = time.monotonic()
         with self._cv:
-            self._faults = [f if not (f.plane == plane and f.spine == spine)
-                            else Fault(f.plane, f.spine, f.start_s, min(f.end_s, now))
-                            for f in self._faults]  # fmt: skip
+            self._faults = [
+                f
+                if not (f.plane == plane and f.spine == spine)
+                else Fault(f.plane, f.spine, f.start_s, min(f.end_s, now))
+                for f in self._faults
+            ]
 
     def inject(self, host: int, data: bytes, plane: int = 0) -> None:
         """Deliver raw bytes to a host at once (malformed-datagram tests)."""
@@ -200,8 +215,9 @@ class EmuNetwork:
                 self._enqueue(prof, route.host, plane, spine, data, now)
             self._cv.notify()
 
-    def _enqueue(self, prof: LinkProfile, host: int, plane: int, spine: int, data: bytes,
-                 now: float) -> None:  # fmt: skip
+    def _enqueue(
+        self, prof: LinkProfile, host: int, plane: int, spine: int, data: bytes, now: float
+    ) -> None:
         rng, c = self._rng, self.counters
         if prof.corrupt and rng.random() < prof.corrupt and data:
             buf = bytearray(data)

@@ -63,9 +63,14 @@ class UdpNetwork:
         TransportError: a socket cannot be bound (address missing, no permission to pin a device).
     """
 
-    def __init__(self, nics: Sequence[LocalNic], *, ecn: bool = False,
-                 recv_buffer_bytes: int = RECV_BUFFER_BYTES,
-                 send_buffer_bytes: int = SEND_BUFFER_BYTES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        nics: Sequence[LocalNic],
+        *,
+        ecn: bool = False,
+        recv_buffer_bytes: int = RECV_BUFFER_BYTES,
+        send_buffer_bytes: int = SEND_BUFFER_BYTES,
+    ) -> None:
         self.ecn = ecn
         self.send_errors = 0
         self._socks: dict[int, socket.socket] = {}
@@ -80,7 +85,9 @@ class UdpNetwork:
             raise
 
     def _open(self, nic: LocalNic, rcvbuf: int, sndbuf: int) -> socket.socket:
-        family = socket.AF_INET if "." in nic.address and ":" not in nic.address else socket.AF_INET6
+        family = (
+            socket.AF_INET if "." in nic.address and ":" not in nic.address else socket.AF_INET6
+        )
         sock = socket.socket(family, socket.SOCK_DGRAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -162,7 +169,13 @@ class UdpNetwork:
 
 def _ce(ancillary: list[tuple[int, int, bytes]]) -> bool:
     for level, kind, value in ancillary:
-        if (level, kind) in ((socket.IPPROTO_IPV6, socket.IPV6_TCLASS),
-                             (socket.IPPROTO_IP, socket.IP_TOS)) and value:  # fmt: skip
-            return value[0] & CE == CE if len(value) == 1 else int.from_bytes(value[:4], "little") & CE == CE
+        if (level, kind) in (
+            (socket.IPPROTO_IPV6, socket.IPV6_TCLASS),
+            (socket.IPPROTO_IP, socket.IP_TOS),
+        ) and value:
+            return (
+                value[0] & CE == CE
+                if len(value) == 1
+                else int.from_bytes(value[:4], "little") & CE == CE
+            )
     return False

@@ -50,8 +50,14 @@ class LocalNic:
     ifname: str = ""  # bind to this device (SO_BINDTODEVICE) when set
 
 
-def fabric_evs(fabric: Fabric, src: str, dst: str, *, port: int = MRC_UDP_PORT,
-               planes: Iterable[int] | None = None) -> tuple[Ev, ...]:  # fmt: skip
+def fabric_evs(
+    fabric: Fabric,
+    src: str,
+    dst: str,
+    *,
+    port: int = MRC_UDP_PORT,
+    planes: Iterable[int] | None = None,
+) -> tuple[Ev, ...]:
     """Every (plane NIC, spine) micro-SID path from host ``src`` to host ``dst`` as EVs.
 
     Args:
@@ -64,25 +70,39 @@ def fabric_evs(fabric: Fabric, src: str, dst: str, *, port: int = MRC_UDP_PORT,
         raise RouteError(f"{len(paths)} paths from {src} to {dst}; at most {MAX_EVS} EVs")
     host = fabric.host(src)
     keep = None if planes is None else set(planes)
-    return tuple(Ev(i, p.plane, p.spine, (p.address, port), host.nics[p.plane].address,
-                    p.src_nic, p.hops)
-                 for i, p in enumerate(paths) if keep is None or p.plane in keep)  # fmt: skip
+    return tuple(
+        Ev(i, p.plane, p.spine, (p.address, port), host.nics[p.plane].address, p.src_nic, p.hops)
+        for i, p in enumerate(paths)
+        if keep is None or p.plane in keep
+    )
 
 
-def fabric_baseline_evs(fabric: Fabric, src: str, dst: str, *,
-                        port: int = MRC_UDP_PORT) -> tuple[Ev, ...]:  # fmt: skip
+def fabric_baseline_evs(
+    fabric: Fabric, src: str, dst: str, *, port: int = MRC_UDP_PORT
+) -> tuple[Ev, ...]:
     """One EV per plane to the peer's plain (non micro-SID) address; switches hash (ECMP)."""
     a, b = fabric.host(src), fabric.host(dst)
-    return tuple(Ev(p, p, -1, (b.nics[p].baseline_address, port), a.nics[p].baseline_address,
-                    a.nics[p].ifname)
-                 for p in range(fabric.spec.planes))  # fmt: skip
+    return tuple(
+        Ev(
+            p,
+            p,
+            -1,
+            (b.nics[p].baseline_address, port),
+            a.nics[p].baseline_address,
+            a.nics[p].ifname,
+        )
+        for p in range(fabric.spec.planes)
+    )
 
 
-def fabric_nics(fabric: Fabric, host: str, *, port: int = MRC_UDP_PORT,
-                baseline: bool = False) -> tuple[LocalNic, ...]:  # fmt: skip
+def fabric_nics(
+    fabric: Fabric, host: str, *, port: int = MRC_UDP_PORT, baseline: bool = False
+) -> tuple[LocalNic, ...]:
     """The local plane NICs of ``host`` (bind addresses of the per-plane sockets)."""
-    return tuple(LocalNic(n.plane, n.baseline_address if baseline else n.address, port, n.ifname)
-                 for n in fabric.host(host).nics)  # fmt: skip
+    return tuple(
+        LocalNic(n.plane, n.baseline_address if baseline else n.address, port, n.ifname)
+        for n in fabric.host(host).nics
+    )
 
 
 def host_id(fabric: Fabric, host: str) -> int:
@@ -98,8 +118,11 @@ def loopback_nics(planes: int, ports: Sequence[int] | None = None) -> tuple[Loca
 
 def loopback_evs(peer_ports: Sequence[int], spines: int = 1) -> tuple[Ev, ...]:
     """EVs to a loopback peer whose plane p listens on ``peer_ports[p]``: planes × spines."""
-    return tuple(Ev(p * spines + s, p, s, (LOOPBACK_ADDRESS, port), LOOPBACK_ADDRESS, "")
-                 for p, port in enumerate(peer_ports) for s in range(spines))  # fmt: skip
+    return tuple(
+        Ev(p * spines + s, p, s, (LOOPBACK_ADDRESS, port), LOOPBACK_ADDRESS, "")
+        for p, port in enumerate(peer_ports)
+        for s in range(spines)
+    )
 
 
 class RouteTable:
@@ -129,13 +152,17 @@ class RouteTable:
         return peer in self._routes
 
     @classmethod
-    def from_fabric(cls, fabric: Fabric, host: str, *, port: int = MRC_UDP_PORT,
-                    baseline: bool = False) -> RouteTable:  # fmt: skip
+    def from_fabric(
+        cls, fabric: Fabric, host: str, *, port: int = MRC_UDP_PORT, baseline: bool = False
+    ) -> RouteTable:
         """Routes from ``host`` to every other host of the fabric (ids = host indices)."""
         table = cls()
         for other in fabric.hosts:
             if other.name != host:
-                evs = (fabric_baseline_evs(fabric, host, other.name, port=port) if baseline
-                       else fabric_evs(fabric, host, other.name, port=port))  # fmt: skip
+                evs = (
+                    fabric_baseline_evs(fabric, host, other.name, port=port)
+                    if baseline
+                    else fabric_evs(fabric, host, other.name, port=port)
+                )
                 table.add(other.index, evs)
         return table

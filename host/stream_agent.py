@@ -66,8 +66,6 @@ DRAIN_TIMEOUT_S = 30.0
 PATH_REPORT_AFTER_S = 0.3
 
 
-
-
 # -- the process inside a host ----------------------------------------------------------------
 
 
@@ -154,8 +152,11 @@ class _Transport:
         self.mrc: Endpoint | None = None
         self.tcp: TcpEndpoint | None = None
         if spec.transport == "tcp":
-            peers = {host_id(fabric, h.name): (h.nics[0].baseline_address, spec.tcp_port)
-                     for h in fabric.hosts if h.name != spec.host}  # fmt: skip
+            peers = {
+                host_id(fabric, h.name): (h.nics[0].baseline_address, spec.tcp_port)
+                for h in fabric.hosts
+                if h.name != spec.host
+            }
             listen = (fabric.host(spec.host).nics[0].baseline_address, spec.tcp_port)
             self.tcp = TcpEndpoint(me, listen, peers)
             return
@@ -164,12 +165,14 @@ class _Transport:
         if baseline:
             cfg = single_path_config(cfg)
         if spec.fixed_window_bytes:
-            cfg = replace(cfg, cc=replace(cfg.cc, enabled=False,
-                                          initial_cwnd_bytes=spec.fixed_window_bytes))
+            cfg = replace(
+                cfg, cc=replace(cfg.cc, enabled=False, initial_cwnd_bytes=spec.fixed_window_bytes)
+            )
         net = UdpNetwork(fabric_nics(fabric, spec.host, baseline=baseline), ecn=True)
         routes = RouteTable.from_fabric(fabric, spec.host, baseline=baseline)
-        self.mrc = Endpoint(net, me, routes, cfg, recorder=recorder,
-                            sample_interval_ms=spec.sample_ms)  # fmt: skip
+        self.mrc = Endpoint(
+            net, me, routes, cfg, recorder=recorder, sample_interval_ms=spec.sample_ms
+        )
 
     def connect(self, peer: str) -> MessageConnection:
         pid = host_id(self.fabric, peer)
@@ -245,8 +248,17 @@ def _stream(shared: _Shared, spec: RunSpec, conn: MessageConnection, flow: str) 
         s, t, handle = entry
         outcome = handle.wait(DRAIN_TIMEOUT_S)
         done = t + outcome.completion_s
-        rows.append(SentRow(flow, s, spec.msg_bytes, round(t, 6), round(done, 6),
-                            round(outcome.completion_s * 1e3, 3), outcome.retransmits))  # fmt: skip
+        rows.append(
+            SentRow(
+                flow,
+                s,
+                spec.msg_bytes,
+                round(t, 6),
+                round(done, 6),
+                round(outcome.completion_s * 1e3, 3),
+                outcome.retransmits,
+            )
+        )
 
     gap_s = spec.msg_bytes * 8 / (spec.rate_mbps * 1e6) if spec.rate_mbps > 0 else 0.0
     try:
@@ -266,8 +278,9 @@ def _stream(shared: _Shared, spec: RunSpec, conn: MessageConnection, flow: str) 
         shared.errors.append(f"{flow}: {e}")
     with shared.lock:
         shared.sent.extend(rows)
-    shared.emit("sent", flow=flow, messages=seq, completed=len(rows),
-                retransmits=_retransmits(conn))  # fmt: skip
+    shared.emit(
+        "sent", flow=flow, messages=seq, completed=len(rows), retransmits=_retransmits(conn)
+    )
 
 
 def _receive(shared: _Shared, conn: MessageConnection, flow: str) -> None:
@@ -290,15 +303,25 @@ def _receive(shared: _Shared, conn: MessageConnection, flow: str) -> None:
             shared.errors.append(f"{flow}: a {len(msg)}-byte message")
             continue
         seq, sent_t = HEADER.unpack_from(msg, 0)
-        rows.append(RecvRow(flow, seq, len(msg), round(sent_t, 6), round(now, 6),
-                            round((now - sent_t) * 1e3, 3), int(seq == expected)))  # fmt: skip
+        rows.append(
+            RecvRow(
+                flow,
+                seq,
+                len(msg),
+                round(sent_t, 6),
+                round(now, 6),
+                round((now - sent_t) * 1e3, 3),
+                int(seq == expected),
+            )
+        )
         expected = seq + 1
     with shared.lock:
         shared.recv.extend(rows)
 
 
-def _accept_loop(shared: _Shared, tr: _Transport, spec: RunSpec,
-                 threads: list[threading.Thread]) -> None:  # fmt: skip
+def _accept_loop(
+    shared: _Shared, tr: _Transport, spec: RunSpec, threads: list[threading.Thread]
+) -> None:
     accepted = 0
     while accepted < spec.expect and not shared.stop.is_set():
         try:
@@ -321,10 +344,17 @@ def _bench(shared: _Shared, spec: RunSpec, conn: MessageConnection, network: str
         for _ in range(5):  # warm up: connection set-up, window growth
             conn.send(os.urandom(65536)).wait(DRAIN_TIMEOUT_S)
         for size in spec.bench_sizes:
-            row = measure(conn, size, transport=spec.transport, network=network,
-                          depth=spec.depth, goodput_bytes=spec.bench_goodput_bytes,
-                          min_messages=4, mct_messages=spec.bench_mct_messages,
-                          timeout_s=DRAIN_TIMEOUT_S * 2)  # fmt: skip
+            row = measure(
+                conn,
+                size,
+                transport=spec.transport,
+                network=network,
+                depth=spec.depth,
+                goodput_bytes=spec.bench_goodput_bytes,
+                min_messages=4,
+                mct_messages=spec.bench_mct_messages,
+                timeout_s=DRAIN_TIMEOUT_S * 2,
+            )
             shared.emit("bench_row", row=asdict(row))
     except TransportError as e:
         shared.errors.append(f"bench: {e}")
@@ -356,7 +386,9 @@ def _read_commands(shared: _Shared, stream: IO[str]) -> None:
 def run(spec: RunSpec, stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> int:
     """The whole life of one host process (see the module docs); returns the exit status."""
     if spec.transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {spec.transport!r}; choose from {', '.join(TRANSPORTS)}")
+        raise ValueError(
+            f"unknown transport {spec.transport!r}; choose from {', '.join(TRANSPORTS)}"
+        )
     if spec.msg_bytes < MIN_MESSAGE_BYTES:
         raise ValueError(f"messages must be at least {MIN_MESSAGE_BYTES} bytes")
     fabric = Fabric.load(spec.topology)
@@ -368,8 +400,9 @@ def run(spec: RunSpec, stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout)
     tr = _Transport(spec, fabric, recorder)
     threads: list[threading.Thread] = []
     try:
-        acceptor = threading.Thread(target=_accept_loop, args=(shared, tr, spec, threads),
-                                    daemon=True)  # fmt: skip
+        acceptor = threading.Thread(
+            target=_accept_loop, args=(shared, tr, spec, threads), daemon=True
+        )
         acceptor.start()
         senders: list[threading.Thread] = []
         for peer in spec.send_to:
@@ -397,9 +430,15 @@ def run(spec: RunSpec, stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout)
     if spec.out_dir:
         write_outputs(spec, shared, recorder)
     lost = _missing(shared.recv)
-    shared.emit("done", host=spec.host, sent=len(shared.sent), received=len(shared.recv),
-                out_of_order=sum(1 for r in shared.recv if not r.in_order), missing=lost,
-                errors=shared.errors)  # fmt: skip
+    shared.emit(
+        "done",
+        host=spec.host,
+        sent=len(shared.sent),
+        received=len(shared.recv),
+        out_of_order=sum(1 for r in shared.recv if not r.in_order),
+        missing=lost,
+        errors=shared.errors,
+    )
     return 1 if shared.errors else 0
 
 
@@ -414,8 +453,12 @@ def _missing(rows: Sequence[RecvRow]) -> int:
 def write_outputs(spec: RunSpec, shared: _Shared, recorder: Recorder) -> None:
     out = pathlib.Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / f"{spec.host}_sent.csv", SentRow, sorted(shared.sent, key=lambda r: (r.flow, r.seq)))
-    _write(out / f"{spec.host}_recv.csv", RecvRow, sorted(shared.recv, key=lambda r: (r.flow, r.seq)))
+    _write(
+        out / f"{spec.host}_sent.csv", SentRow, sorted(shared.sent, key=lambda r: (r.flow, r.seq))
+    )
+    _write(
+        out / f"{spec.host}_recv.csv", RecvRow, sorted(shared.recv, key=lambda r: (r.flow, r.seq))
+    )
     if spec.transport != "tcp":
         recorder.write_samples_csv(out / f"{spec.host}_samples.csv")
         recorder.write_events_csv(out / f"{spec.host}_events.csv")
@@ -429,21 +472,41 @@ def _write(path: pathlib.Path, kind: type[Any], rows: Sequence[Any]) -> None:
             w.writerow(asdict(r))
 
 
-
 def host_args(spec: RunSpec) -> list[str]:
     """The command line of ``spec`` (what the driver passes; :func:`parse_args` reads it)."""
-    args = ["--topology", spec.topology, "--host", spec.host, "--transport", spec.transport,
-            "--expect", str(spec.expect), "--msg-bytes", str(spec.msg_bytes),
-            "--depth", str(spec.depth), "--duration-s", str(spec.duration_s),
-            "--sample-ms", str(spec.sample_ms), "--tcp-port", str(spec.tcp_port)]  # fmt: skip
+    args = [
+        "--topology",
+        spec.topology,
+        "--host",
+        spec.host,
+        "--transport",
+        spec.transport,
+        "--expect",
+        str(spec.expect),
+        "--msg-bytes",
+        str(spec.msg_bytes),
+        "--depth",
+        str(spec.depth),
+        "--duration-s",
+        str(spec.duration_s),
+        "--sample-ms",
+        str(spec.sample_ms),
+        "--tcp-port",
+        str(spec.tcp_port),
+    ]
     if spec.send_to:
         args += ["--send-to", ",".join(spec.send_to)]
     if spec.out_dir:
         args += ["--out-dir", spec.out_dir]
     if spec.bench_sizes:
-        args += ["--bench-sizes", ",".join(str(s) for s in spec.bench_sizes),
-                 "--bench-goodput-bytes", str(spec.bench_goodput_bytes),
-                 "--bench-mct-messages", str(spec.bench_mct_messages)]  # fmt: skip
+        args += [
+            "--bench-sizes",
+            ",".join(str(s) for s in spec.bench_sizes),
+            "--bench-goodput-bytes",
+            str(spec.bench_goodput_bytes),
+            "--bench-mct-messages",
+            str(spec.bench_mct_messages),
+        ]
     if spec.fixed_window_bytes:
         args += ["--fixed-window-bytes", str(spec.fixed_window_bytes)]
     if spec.plain_cc:
@@ -454,7 +517,9 @@ def host_args(spec: RunSpec) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> RunSpec:
-    ap = argparse.ArgumentParser(prog="python -m host.stream_agent", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m host.stream_agent", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--topology", required=True)
     ap.add_argument("--host", required=True)
     ap.add_argument("--transport", choices=TRANSPORTS, default="mrc")
@@ -473,11 +538,25 @@ def parse_args(argv: Sequence[str] | None = None) -> RunSpec:
     ap.add_argument("--plain-cc", action="store_true", help="fabric_config() as it is")
     ap.add_argument("--rate-mbps", type=float, default=0.0, help="offered load per connection")
     a = ap.parse_args(argv)
-    return RunSpec(a.topology, a.host, a.transport, tuple(h for h in a.send_to.split(",") if h),
-                   a.expect, a.msg_bytes, a.depth, a.duration_s, a.sample_ms, a.out_dir,
-                   a.tcp_port, tuple(int(s) for s in a.bench_sizes.split(",") if s),
-                   a.bench_goodput_bytes, a.bench_mct_messages, a.fixed_window_bytes,
-                   a.plain_cc, a.rate_mbps)  # fmt: skip
+    return RunSpec(
+        a.topology,
+        a.host,
+        a.transport,
+        tuple(h for h in a.send_to.split(",") if h),
+        a.expect,
+        a.msg_bytes,
+        a.depth,
+        a.duration_s,
+        a.sample_ms,
+        a.out_dir,
+        a.tcp_port,
+        tuple(int(s) for s in a.bench_sizes.split(",") if s),
+        a.bench_goodput_bytes,
+        a.bench_mct_messages,
+        a.fixed_window_bytes,
+        a.plain_cc,
+        a.rate_mbps,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -486,4 +565,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

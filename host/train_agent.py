@@ -132,7 +132,9 @@ class PipeActions(NetworkActions):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m host.train_agent", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m host.train_agent", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--topology", required=True, help="the fabric's topology JSON")
     ap.add_argument("--job", required=True, help="the job description (JSON file)")
     ap.add_argument("--host", required=True, help="this host's name (h1, h2, ...)")
@@ -163,8 +165,12 @@ def run(args: argparse.Namespace, console: Console) -> float:
     records = (out_dir / f"{args.host}.jsonl").open("w")
     cfg = job_dblp_config("fabric", peer_timeout_s=job.peer_timeout_s)
     fp = job_fingerprint(job.to_json())
-    endpoint = Endpoint(UdpNetwork(fabric_nics(fabric, args.host)), me,
-                        RouteTable.from_fabric(fabric, args.host), job_mrc_config("fabric"))  # fmt: skip
+    endpoint = Endpoint(
+        UdpNetwork(fabric_nics(fabric, args.host)),
+        me,
+        RouteTable.from_fabric(fabric, args.host),
+        job_mrc_config("fabric"),
+    )
 
     def write(rec: object) -> None:
         records.write(to_line(rec) + "\n")
@@ -175,23 +181,28 @@ def run(args: argparse.Namespace, console: Console) -> float:
         if args.role == "server":
             return _serve(job, endpoint, _hosts(fabric, args.workers), fp, cfg, console, write)
         if args.role == "worker":
-            link = connect_worker(endpoint, host_id(fabric, args.server), args.rank, fp, cfg,
-                                  job.setup_timeout_s)  # fmt: skip
+            link = connect_worker(
+                endpoint, host_id(fabric, args.server), args.rank, fp, cfg, job.setup_timeout_s
+            )
             worker = PsWorker(link)
             try:
-                res = train_worker(job, args.rank, worker.allreduce, evaluate=args.rank == 0,
-                                   on_round=write)  # fmt: skip
+                res = train_worker(
+                    job, args.rank, worker.allreduce, evaluate=args.rank == 0, on_round=write
+                )
             finally:
                 worker.close()
         else:
             hosts = _hosts(fabric, args.ring)
-            to_next, from_prev = connect_ring(endpoint, args.rank, hosts, fp, cfg,
-                                              job.setup_timeout_s)  # fmt: skip
-            ring = RingAllReduce(args.rank, len(hosts), to_next, from_prev,
-                                 PhaseController(job.policy, job.phase))  # fmt: skip
+            to_next, from_prev = connect_ring(
+                endpoint, args.rank, hosts, fp, cfg, job.setup_timeout_s
+            )
+            ring = RingAllReduce(
+                args.rank, len(hosts), to_next, from_prev, PhaseController(job.policy, job.phase)
+            )
             try:
-                res = train_worker(job, args.rank, ring.allreduce, evaluate=args.rank == 0,
-                                   on_round=write)  # fmt: skip
+                res = train_worker(
+                    job, args.rank, ring.allreduce, evaluate=args.rank == 0, on_round=write
+                )
             finally:
                 ring.close()
         for ev in res.evals:
@@ -202,23 +213,37 @@ def run(args: argparse.Namespace, console: Console) -> float:
         records.close()
 
 
-def _serve(job: JobSpec, endpoint: Endpoint, workers: list[int], fp: bytes, cfg: Any,
-           console: Console, write: Any) -> float:  # fmt: skip
+def _serve(
+    job: JobSpec,
+    endpoint: Endpoint,
+    workers: list[int],
+    fp: bytes,
+    cfg: Any,
+    console: Console,
+    write: Any,
+) -> float:
     if len(workers) != job.workers:
         raise AgentError(f"the job has {job.workers} workers, --workers names {len(workers)}")
     spec = gradient_spec(job)
     links = accept_workers(endpoint, set(range(job.workers)), fp, cfg, job.setup_timeout_s)
     for rank, link in links.items():
         if link.peer != workers[rank]:
-            raise AgentError(f"rank {rank} connected from host {link.peer}, expected {workers[rank]}")
-    server = ParameterServer(links, PhaseController(job.policy, job.phase),
-                             EventHooks(job, PipeActions(console)))  # fmt: skip
+            raise AgentError(
+                f"rank {rank} connected from host {link.peer}, expected {workers[rank]}"
+            )
+    server = ParameterServer(
+        links, PhaseController(job.policy, job.phase), EventHooks(job, PipeActions(console))
+    )
 
     def note(rec: ServerRecord) -> None:
         write(rec)
-        console.emit("round", round=rec.round, bound=rec.loss_bound,
-                     latency_ms=round(rec.gather_ms + rec.broadcast_ms, 3),
-                     delivered_fraction=round(rec.delivered_fraction, 4))  # fmt: skip
+        console.emit(
+            "round",
+            round=rec.round,
+            bound=rec.loss_bound,
+            latency_ms=round(rec.gather_ms + rec.broadcast_ms, 3),
+            delivered_fraction=round(rec.delivered_fraction, 4),
+        )
 
     try:
         recs = serve(job, server, spec, note)

@@ -9,8 +9,13 @@ from collections.abc import Callable
 from host.errors import TransportTimeout
 
 
-def wait_until(cv: threading.Condition, ready: Callable[[], bool], timeout: float | None,
-               check: Callable[[], None], message: str) -> None:  # fmt: skip
+def wait_until(
+    cv: threading.Condition,
+    ready: Callable[[], bool],
+    timeout: float | None,
+    check: Callable[[], None],
+    message: str,
+) -> None:
     """Wait on ``cv`` (held by the caller) until ``ready()``.
 
     ``check`` runs before every wait and raises if waiting can no longer succeed (a closed

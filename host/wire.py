@@ -195,14 +195,29 @@ def packet_count(msg_len: int, stride: int) -> int:
     return max(1, -(-msg_len // stride)) if stride else 1
 
 
-def _head(ptype: PacketType, flags: int, ev: int, src: int, dst: int, conn: int,
-          length: int) -> bytes:  # fmt: skip
+def _head(
+    ptype: PacketType, flags: int, ev: int, src: int, dst: int, conn: int, length: int
+) -> bytes:
     return _HEAD16.pack(MAGIC, VERSION, ptype, flags, ev, src, dst, conn, length)
 
 
-def encode_data(*, flags: int, ev: int, src_host: int, dst_host: int, conn_id: int, psn: int,
-                msg_id: int, msg_len: int, index: int, ts_us: int, stride: int, digest: bytes,
-                payload: bytes | memoryview, pcrc: int | None = None) -> bytes:  # fmt: skip
+def encode_data(
+    *,
+    flags: int,
+    ev: int,
+    src_host: int,
+    dst_host: int,
+    conn_id: int,
+    psn: int,
+    msg_id: int,
+    msg_len: int,
+    index: int,
+    ts_us: int,
+    stride: int,
+    digest: bytes,
+    payload: bytes | memoryview,
+    pcrc: int | None = None,
+) -> bytes:
     """One DATA datagram. ``pcrc`` may be passed when the payload CRC is already known."""
     n = len(payload)
     if n > MAX_PAYLOAD_BYTES:
@@ -215,31 +230,62 @@ def encode_data(*, flags: int, ev: int, src_host: int, dst_host: int, conn_id: i
     return b"".join((head, _CRC.pack(crc), body, payload))
 
 
-def encode_ack(*, ptype: PacketType = PacketType.ACK, flags: int, ev: int, src_host: int,
-               dst_host: int, conn_id: int, cum: int, credit: int, echo_psn: int, echo_ts: int,
-               echo_ev: int, unrel_done: int = 0, bitmap: int = 0,
-               max_bits: int = MAX_SACK_BITS) -> bytes:  # fmt: skip
+def encode_ack(
+    *,
+    ptype: PacketType = PacketType.ACK,
+    flags: int,
+    ev: int,
+    src_host: int,
+    dst_host: int,
+    conn_id: int,
+    cum: int,
+    credit: int,
+    echo_psn: int,
+    echo_ts: int,
+    echo_ev: int,
+    unrel_done: int = 0,
+    bitmap: int = 0,
+    max_bits: int = MAX_SACK_BITS,
+) -> bytes:
     """An ACK, NACK or PROBE_ACK; the SACK bitmap is cut to ``max_bits`` (a multiple of 8)."""
     nbytes = min((bitmap.bit_length() + 7) // 8, max_bits // 8)
     if nbytes and bitmap.bit_length() > nbytes * 8:
         bitmap &= (1 << (nbytes * 8)) - 1
     bits = bitmap.to_bytes(nbytes, "little")
     head = _head(ptype, flags, ev, src_host, dst_host, conn_id, ACK_HEADER_BYTES + nbytes)
-    body = _ACK.pack(cum, credit, echo_psn, echo_ts & 0xFFFFFFFF, unrel_done, nbytes * 8,
-                     echo_ev, 0)
+    body = _ACK.pack(
+        cum, credit, echo_psn, echo_ts & 0xFFFFFFFF, unrel_done, nbytes * 8, echo_ev, 0
+    )
     crc = zlib.crc32(bits, zlib.crc32(body, zlib.crc32(head)))
     return b"".join((head, _CRC.pack(crc), body, bits))
 
 
-def encode_probe(*, flags: int = 0, ev: int, src_host: int, dst_host: int, conn_id: int,
-                 probe_seq: int, ts_us: int) -> bytes:  # fmt: skip
+def encode_probe(
+    *,
+    flags: int = 0,
+    ev: int,
+    src_host: int,
+    dst_host: int,
+    conn_id: int,
+    probe_seq: int,
+    ts_us: int,
+) -> bytes:
     head = _head(PacketType.PROBE, flags, ev, src_host, dst_host, conn_id, PROBE_BYTES)
     body = _PROBE.pack(probe_seq, ts_us & 0xFFFFFFFF)
     return b"".join((head, _CRC.pack(zlib.crc32(body, zlib.crc32(head))), body))
 
 
-def encode_floor(*, flags: int = 0, ev: int, src_host: int, dst_host: int, conn_id: int,
-                 floor: int, unrel_done: int, unrel_done_bytes: int) -> bytes:  # fmt: skip
+def encode_floor(
+    *,
+    flags: int = 0,
+    ev: int,
+    src_host: int,
+    dst_host: int,
+    conn_id: int,
+    floor: int,
+    unrel_done: int,
+    unrel_done_bytes: int,
+) -> bytes:
     head = _head(PacketType.FLOOR, flags, ev, src_host, dst_host, conn_id, FLOOR_BYTES)
     body = _FLOOR.pack(floor, unrel_done, unrel_done_bytes)
     return b"".join((head, _CRC.pack(zlib.crc32(body, zlib.crc32(head))), body))
@@ -249,26 +295,58 @@ def encode(pkt: Packet) -> bytes:
     """Any packet back to bytes (tests and tools; the transport calls the typed encoders)."""
     match pkt:
         case DataPacket():
-            return encode_data(flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
-                               dst_host=pkt.dst_host, conn_id=pkt.conn_id, psn=pkt.psn,
-                               msg_id=pkt.msg_id, msg_len=pkt.msg_len, index=pkt.index,
-                               ts_us=pkt.ts_us, stride=pkt.stride, digest=pkt.digest,
-                               payload=pkt.payload)  # fmt: skip
+            return encode_data(
+                flags=pkt.flags,
+                ev=pkt.ev,
+                src_host=pkt.src_host,
+                dst_host=pkt.dst_host,
+                conn_id=pkt.conn_id,
+                psn=pkt.psn,
+                msg_id=pkt.msg_id,
+                msg_len=pkt.msg_len,
+                index=pkt.index,
+                ts_us=pkt.ts_us,
+                stride=pkt.stride,
+                digest=pkt.digest,
+                payload=pkt.payload,
+            )
         case AckPacket():
-            return encode_ack(ptype=pkt.ptype, flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
-                              dst_host=pkt.dst_host, conn_id=pkt.conn_id, cum=pkt.cum,
-                              credit=pkt.credit, echo_psn=pkt.echo_psn, echo_ts=pkt.echo_ts,
-                              echo_ev=pkt.echo_ev, unrel_done=pkt.unrel_done,
-                              bitmap=pkt.bitmap)  # fmt: skip
+            return encode_ack(
+                ptype=pkt.ptype,
+                flags=pkt.flags,
+                ev=pkt.ev,
+                src_host=pkt.src_host,
+                dst_host=pkt.dst_host,
+                conn_id=pkt.conn_id,
+                cum=pkt.cum,
+                credit=pkt.credit,
+                echo_psn=pkt.echo_psn,
+                echo_ts=pkt.echo_ts,
+                echo_ev=pkt.echo_ev,
+                unrel_done=pkt.unrel_done,
+                bitmap=pkt.bitmap,
+            )
         case ProbePacket():
-            return encode_probe(flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
-                                dst_host=pkt.dst_host, conn_id=pkt.conn_id,
-                                probe_seq=pkt.probe_seq, ts_us=pkt.ts_us)  # fmt: skip
+            return encode_probe(
+                flags=pkt.flags,
+                ev=pkt.ev,
+                src_host=pkt.src_host,
+                dst_host=pkt.dst_host,
+                conn_id=pkt.conn_id,
+                probe_seq=pkt.probe_seq,
+                ts_us=pkt.ts_us,
+            )
         case FloorPacket():
-            return encode_floor(flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
-                                dst_host=pkt.dst_host, conn_id=pkt.conn_id, floor=pkt.floor,
-                                unrel_done=pkt.unrel_done,
-                                unrel_done_bytes=pkt.unrel_done_bytes)  # fmt: skip
+            return encode_floor(
+                flags=pkt.flags,
+                ev=pkt.ev,
+                src_host=pkt.src_host,
+                dst_host=pkt.dst_host,
+                conn_id=pkt.conn_id,
+                floor=pkt.floor,
+                unrel_done=pkt.unrel_done,
+                unrel_done_bytes=pkt.unrel_done_bytes,
+            )
 
 
 # -- decoding ------------------------------------------------------------------------------
@@ -297,7 +375,9 @@ def _decode_data(buf: bytes | memoryview, c: _Common, crc: int) -> DataPacket:
     if length < DATA_HEADER_BYTES or n > length:
         raise WireError(DropReason.BAD_LENGTH, f"declared {length}, got {n}")
     _check_crc(buf, DATA_HEADER_BYTES, crc)
-    psn, msg_id, msg_len, index, ts, stride, _rsvd, digest, pcrc = _DATA.unpack_from(buf, COMMON_BYTES)
+    psn, msg_id, msg_len, index, ts, stride, _rsvd, digest, pcrc = _DATA.unpack_from(
+        buf, COMMON_BYTES
+    )
     declared = length - DATA_HEADER_BYTES
     if stride == 0:
         ok = msg_len == 0 and index == 0
@@ -311,22 +391,51 @@ def _decode_data(buf: bytes | memoryview, c: _Common, crc: int) -> DataPacket:
         payload = memoryview(buf)[DATA_HEADER_BYTES:]
         if zlib.crc32(payload) != pcrc:
             raise WireError(DropReason.BAD_PAYLOAD_CHECKSUM)
-    return DataPacket(flags, ev, src, dst, conn, psn, msg_id, msg_len, index, ts, stride,
-                      bytes(digest), payload, trimmed)  # fmt: skip
+    return DataPacket(
+        flags,
+        ev,
+        src,
+        dst,
+        conn,
+        psn,
+        msg_id,
+        msg_len,
+        index,
+        ts,
+        stride,
+        bytes(digest),
+        payload,
+        trimmed,
+    )
 
 
 def _decode_ack(ptype: PacketType) -> Callable[[bytes | memoryview, _Common, int], AckPacket]:
     def decode_ack(buf: bytes | memoryview, c: _Common, crc: int) -> AckPacket:
         flags, ev, src, dst, conn, length = c
         _exact_length(buf, length, ACK_HEADER_BYTES)
-        (cum, credit, echo_psn, echo_ts, unrel_done, nbits, echo_ev,
-         _rsvd) = _ACK.unpack_from(buf, COMMON_BYTES)
+        (cum, credit, echo_psn, echo_ts, unrel_done, nbits, echo_ev, _rsvd) = _ACK.unpack_from(
+            buf, COMMON_BYTES
+        )
         if nbits % 8 or nbits > MAX_SACK_BITS or length != ACK_HEADER_BYTES + nbits // 8:
             raise WireError(DropReason.BAD_FIELD, f"SACK of {nbits} bits in {length} bytes")
         _check_crc(buf, length, crc)
         bitmap = int.from_bytes(memoryview(buf)[ACK_HEADER_BYTES:length], "little")
-        return AckPacket(ptype, flags, ev, src, dst, conn, cum, credit, echo_psn, echo_ts, echo_ev,
-                         unrel_done, bitmap, nbits)  # fmt: skip
+        return AckPacket(
+            ptype,
+            flags,
+            ev,
+            src,
+            dst,
+            conn,
+            cum,
+            credit,
+            echo_psn,
+            echo_ts,
+            echo_ev,
+            unrel_done,
+            bitmap,
+            nbits,
+        )
 
     return decode_ack
 

@@ -44,9 +44,9 @@ def carrier(*usids: int) -> int:
 
 
 def _frame(src: int, dst: int, sport: int, flow_label: int) -> bytes:
-    eth = bytes.fromhex("02000000010102000000aa01" "86dd")
-    ip6 = ((6 << 28) | flow_label).to_bytes(4, "big") + bytes.fromhex("0048" "11" "40")
-    udp = sport.to_bytes(2, "big") + bytes.fromhex("12b7" "0048" "0000")
+    eth = bytes.fromhex("02000000010102000000aa0186dd")
+    ip6 = ((6 << 28) | flow_label).to_bytes(4, "big") + bytes.fromhex("00481140")
+    udp = sport.to_bytes(2, "big") + bytes.fromhex("12b700480000")
     return eth + ip6 + src.to_bytes(16, "big") + dst.to_bytes(16, "big") + udp + bytes(64)
 
 
@@ -64,15 +64,23 @@ def setup_fabric(sw: V1Switch, rng: random.Random, flows: int) -> tuple[int, lis
     for s in range(SPINES):
         port = UPLINK_BASE + s
         add("my_sid", ((carrier(0xE000 | port), 48),), "FabricIngress.usid_ua", port)
-        add("routes", ((carrier(spine_usid(PLANE, s)), 48),), "FabricIngress.set_egress_port",
-            port)  # fmt: skip
+        add("routes", ((carrier(spine_usid(PLANE, s)), 48),), "FabricIngress.set_egress_port", port)
     for h in range(HOSTS):
         host = LEAF * HOSTS + h
-        add("routes", ((carrier(nic_usid(host, PLANE)), 48),), "FabricIngress.set_egress_port",
-            1 + h)  # fmt: skip
+        add(
+            "routes",
+            ((carrier(nic_usid(host, PLANE)), 48),),
+            "FabricIngress.set_egress_port",
+            1 + h,
+        )
     for port in range(1, UPLINK_BASE + SPINES):
-        add("port_mac", (port,), "FabricEgress.set_macs", 0x020000010000 | port,
-            0x020000020000 | port)  # fmt: skip
+        add(
+            "port_mac",
+            (port,),
+            "FabricEgress.set_macs",
+            0x020000010000 | port,
+            0x020000020000 | port,
+        )
         add("ecn_config", (port,), "FabricEgress.set_ecn_threshold", 20)
         add("burst_config", (port,), "FabricEgress.track_bursts", 32, 4)
         add("trim_config", (port,), "FabricIngress.set_trim", 48, 64, 0)
@@ -92,8 +100,18 @@ def setup_fabric(sw: V1Switch, rng: random.Random, flows: int) -> tuple[int, lis
         dst_leaf = rng.randrange(LEAVES)
         dst_host = dst_leaf * HOSTS + rng.randrange(HOSTS)
         dst_host %= 512  # the NIC uSID has 9 host bits
-        da = carrier(me, spine_usid(PLANE, rng.randrange(SPINES)), leaf_usid(PLANE, dst_leaf),
-                     nic_usid(dst_host, PLANE))  # fmt: skip
-        frames.append(_frame(carrier(nic_usid(src_host, PLANE)), da, rng.randrange(49152, 65536),
-                             rng.getrandbits(20)))  # fmt: skip
+        da = carrier(
+            me,
+            spine_usid(PLANE, rng.randrange(SPINES)),
+            leaf_usid(PLANE, dst_leaf),
+            nic_usid(dst_host, PLANE),
+        )
+        frames.append(
+            _frame(
+                carrier(nic_usid(src_host, PLANE)),
+                da,
+                rng.randrange(49152, 65536),
+                rng.getrandbits(20),
+            )
+        )
     return n, frames

@@ -72,9 +72,21 @@ PAYLOAD_BYTES = 64
 LAT_MAGIC = b"TFLAT\x00"
 SO_TIMESTAMPNS = 35
 CSV_FIELDS = [
-    "test", "switch", "target_pps", "offered_pps", "delivered_pps", "delivery_ratio",
-    "tcpreplay_pps", "p50_us", "p99_us", "mean_us", "max_us", "samples", "lost",
-    "duration_s", "frame_bytes",
+    "test",
+    "switch",
+    "target_pps",
+    "offered_pps",
+    "delivered_pps",
+    "delivery_ratio",
+    "tcpreplay_pps",
+    "p50_us",
+    "p99_us",
+    "mean_us",
+    "max_us",
+    "samples",
+    "lost",
+    "duration_s",
+    "frame_bytes",
 ]
 
 
@@ -96,8 +108,13 @@ def _sum16(data: bytes) -> int:
 
 
 def ipv6_udp_frame(
-    dst_ip: str = DST_IP, *, src_ip: str = SRC_IP, dst_mac: str = SINK_MAC,
-    src_mac: str = SRC_MAC, payload: bytes = b"\x00" * PAYLOAD_BYTES, hop_limit: int = 64,
+    dst_ip: str = DST_IP,
+    *,
+    src_ip: str = SRC_IP,
+    dst_mac: str = SINK_MAC,
+    src_mac: str = SRC_MAC,
+    payload: bytes = b"\x00" * PAYLOAD_BYTES,
+    hop_limit: int = 64,
 ) -> bytes:
     """An Ethernet/IPv6/UDP frame with a correct UDP checksum."""
     src = socket.inet_pton(socket.AF_INET6, src_ip)
@@ -140,14 +157,31 @@ def topology(mtu: int = 1500) -> Iterator[Topology]:
     with contextlib.ExitStack() as stack:
         src = stack.enter_context(Netns(netns_name("bsrc", suffix=sfx)))
         sink = stack.enter_context(Netns(netns_name("bsnk", suffix=sfx)))
-        top = Topology(src.name, sink.name, f"tf{sfx}src", f"tf{sfx}sw1", f"tf{sfx}sw2",
-                       f"tf{sfx}snk")
+        top = Topology(
+            src.name, sink.name, f"tf{sfx}src", f"tf{sfx}sw1", f"tf{sfx}sw2", f"tf{sfx}snk"
+        )
         # Sources and sinks have IPv6 off: they send nothing of their own, and the sink's
         # kernel drops the frames right after counting them.
-        stack.enter_context(VethPair(top.src_if, top.if1, ns_a=src, mtu=mtu, mac_a=SRC_MAC,
-                                     ipv6_off=[top.src_if, top.if1]))
-        stack.enter_context(VethPair(top.if2, top.sink_if, ns_b=sink, mtu=mtu, mac_b=SINK_MAC,
-                                     ipv6_off=[top.if2, top.sink_if]))
+        stack.enter_context(
+            VethPair(
+                top.src_if,
+                top.if1,
+                ns_a=src,
+                mtu=mtu,
+                mac_a=SRC_MAC,
+                ipv6_off=[top.src_if, top.if1],
+            )
+        )
+        stack.enter_context(
+            VethPair(
+                top.if2,
+                top.sink_if,
+                ns_b=sink,
+                mtu=mtu,
+                mac_b=SINK_MAC,
+                ipv6_off=[top.if2, top.sink_if],
+            )
+        )
         yield top
 
 
@@ -160,8 +194,14 @@ def _rx_packets(ns: str | None, ifname: str) -> int:
 
 
 def _expand(cmd: str, top: Topology, dst: str) -> list[str]:
-    values = {"if1": top.if1, "if2": top.if2, "src_mac": SRC_MAC, "sink_mac": SINK_MAC,
-              "dst": dst, "python": sys.executable}
+    values = {
+        "if1": top.if1,
+        "if2": top.if2,
+        "src_mac": SRC_MAC,
+        "sink_mac": SINK_MAC,
+        "dst": dst,
+        "python": sys.executable,
+    }
     return [part.format(**values) for part in shlex.split(cmd)]
 
 
@@ -169,20 +209,31 @@ def switch_argv(cmd: str, top: Topology, dst: str) -> list[str]:
     """The command line to start: ``builtin-forwarder ...`` or the expanded ``cmd``."""
     argv = _expand(cmd, top, dst)
     if argv and argv[0] == BUILTIN:
-        return [sys.executable, "-m", "switch.bench_net", "forwarder", "--if1", top.if1,
-                "--if2", top.if2, *argv[1:]]
+        return [
+            sys.executable,
+            "-m",
+            "switch.bench_net",
+            "forwarder",
+            "--if1",
+            top.if1,
+            "--if2",
+            top.if2,
+            *argv[1:],
+        ]
     return argv
 
 
 @contextlib.contextmanager
-def running(argv: Sequence[str], log: Path | None, cpu: int | None = None) -> Iterator[
-        subprocess.Popen[bytes]]:
+def running(
+    argv: Sequence[str], log: Path | None, cpu: int | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``argv`` in its own session; SIGTERM (then SIGKILL) it on exit."""
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]
     out = open(log, "ab") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         yield proc
     finally:
@@ -199,8 +250,9 @@ def running(argv: Sequence[str], log: Path | None, cpu: int | None = None) -> It
             out.close()  # type: ignore[union-attr]
 
 
-def wait_forwarding(top: Topology, frame: bytes, proc: subprocess.Popen[bytes],
-                    timeout: float) -> float:
+def wait_forwarding(
+    top: Topology, frame: bytes, proc: subprocess.Popen[bytes], timeout: float
+) -> float:
     """Send ``frame`` every 50 ms until one reaches the sink; return the seconds it took."""
     start = time.monotonic()
     with Port(0, top.src_if, netns=top.src_ns, ring=False) as tx:
@@ -254,17 +306,35 @@ class BenchResult:
         """CSV rows (``CSV_FIELDS``)."""
         out: list[dict[str, object]] = []
         for t in self.throughput:
-            out.append({"test": "throughput", "switch": self.switch, "target_pps": t.target_pps,
-                        "offered_pps": round(t.offered_pps), "delivered_pps": round(t.delivered_pps),
-                        "delivery_ratio": round(t.delivery_ratio, 4),
-                        "tcpreplay_pps": "" if t.tcpreplay_pps is None else round(t.tcpreplay_pps),
-                        "duration_s": round(t.duration_s, 3), "frame_bytes": self.frame_bytes})
+            out.append(
+                {
+                    "test": "throughput",
+                    "switch": self.switch,
+                    "target_pps": t.target_pps,
+                    "offered_pps": round(t.offered_pps),
+                    "delivered_pps": round(t.delivered_pps),
+                    "delivery_ratio": round(t.delivery_ratio, 4),
+                    "tcpreplay_pps": "" if t.tcpreplay_pps is None else round(t.tcpreplay_pps),
+                    "duration_s": round(t.duration_s, 3),
+                    "frame_bytes": self.frame_bytes,
+                }
+            )
         if self.latency:
             lat = self.latency
-            out.append({"test": "latency", "switch": self.switch, "target_pps": lat.target_pps,
-                        "p50_us": round(lat.p50_us, 1), "p99_us": round(lat.p99_us, 1),
-                        "mean_us": round(lat.mean_us, 1), "max_us": round(lat.max_us, 1),
-                        "samples": lat.samples, "lost": lat.lost, "frame_bytes": self.frame_bytes})
+            out.append(
+                {
+                    "test": "latency",
+                    "switch": self.switch,
+                    "target_pps": lat.target_pps,
+                    "p50_us": round(lat.p50_us, 1),
+                    "p99_us": round(lat.p99_us, 1),
+                    "mean_us": round(lat.mean_us, 1),
+                    "max_us": round(lat.max_us, 1),
+                    "samples": lat.samples,
+                    "lost": lat.lost,
+                    "frame_bytes": self.frame_bytes,
+                }
+            )
         return out
 
 
@@ -272,12 +342,23 @@ _TCPREPLAY_RATE = re.compile(r"Rated:\s*[\d.]+\s*Bps,\s*[\d.]+\s*Mbps,\s*([\d.]+
 
 
 def measure_throughput(
-    top: Topology, pcap: Path, rate: int | None, duration: float, warmup: float = 1.0,
-    gen_cpu: int | None = None, pps_multi: int = 10,
+    top: Topology,
+    pcap: Path,
+    rate: int | None,
+    duration: float,
+    warmup: float = 1.0,
+    gen_cpu: int | None = None,
+    pps_multi: int = 10,
 ) -> ThroughputResult:
     """Loop ``pcap`` with tcpreplay (``rate`` pps, None: top speed) and count what crosses."""
-    argv = ["tcpreplay", "-q", "-K", f"--intf1={top.src_if}", "--loop=0",
-            f"--duration={int(warmup + duration + 2)}"]
+    argv = [
+        "tcpreplay",
+        "-q",
+        "-K",
+        f"--intf1={top.src_if}",
+        "--loop=0",
+        f"--duration={int(warmup + duration + 2)}",
+    ]
     if rate is None:
         argv += ["--topspeed"]
     else:
@@ -311,13 +392,20 @@ def measure_throughput(
     m = _TCPREPLAY_RATE.search(text)
     return ThroughputResult(
         target_pps="top" if rate is None else str(rate),
-        offered_pps=(off1 - off0) / elapsed, delivered_pps=(del1 - del0) / elapsed,
-        tcpreplay_pps=float(m.group(1)) if m else None, duration_s=elapsed,
+        offered_pps=(off1 - off0) / elapsed,
+        delivered_pps=(del1 - del0) / elapsed,
+        tcpreplay_pps=float(m.group(1)) if m else None,
+        duration_s=elapsed,
     )
 
 
 def measure_latency(
-    top: Topology, count: int, pps: int, dst: str, dst_mac: str, settle: float = 0.5,
+    top: Topology,
+    count: int,
+    pps: int,
+    dst: str,
+    dst_mac: str,
+    settle: float = 0.5,
 ) -> LatencyResult:
     """Send ``count`` timestamped probes at ``pps``; kernel-timestamp them at the sink."""
 
@@ -371,11 +459,15 @@ def measure_latency(
         sink.close()
     us = sorted(d / 1000 for d in delays.values())
     if not us:
-        return LatencyResult(pps, 0, count, float("nan"), float("nan"), float("nan"),
-                             float("nan"))
+        return LatencyResult(pps, 0, count, float("nan"), float("nan"), float("nan"), float("nan"))
     return LatencyResult(
-        target_pps=pps, samples=len(us), lost=count - len(us), p50_us=_percentile(us, 50),
-        p99_us=_percentile(us, 99), mean_us=statistics.fmean(us), max_us=us[-1],
+        target_pps=pps,
+        samples=len(us),
+        lost=count - len(us),
+        p50_us=_percentile(us, 50),
+        p99_us=_percentile(us, 99),
+        mean_us=statistics.fmean(us),
+        max_us=us[-1],
     )
 
 
@@ -387,10 +479,19 @@ def _percentile(sorted_values: list[float], pct: float) -> float:
 
 
 def run_benchmark(
-    switch_cmd: str, *, rates: Sequence[int | None] = (None,), duration: float = 8.0,
-    latency_count: int = 2000, latency_pps: int = 1000, dst: str = DST_IP,
-    dst_mac: str = SINK_MAC, setup_cmd: str | None = None, ready_timeout: float = 60.0,
-    log: Path | None = None, switch_cpu: int | None = None, gen_cpu: int | None = None,
+    switch_cmd: str,
+    *,
+    rates: Sequence[int | None] = (None,),
+    duration: float = 8.0,
+    latency_count: int = 2000,
+    latency_pps: int = 1000,
+    dst: str = DST_IP,
+    dst_mac: str = SINK_MAC,
+    setup_cmd: str | None = None,
+    ready_timeout: float = 60.0,
+    log: Path | None = None,
+    switch_cpu: int | None = None,
+    gen_cpu: int | None = None,
     progress: bool = False,
 ) -> BenchResult:
     """Build the topology, start the switch, measure; everything is torn down afterwards.
@@ -413,8 +514,7 @@ def run_benchmark(
                 subprocess.run(_expand(setup_cmd, top, dst), check=True, timeout=ready_timeout)
             took = wait_forwarding(top, frame, proc, ready_timeout)
             if progress:
-                print(f"switch forwarding after {took:.1f} s: {shlex.join(argv)}",
-                      file=sys.stderr)
+                print(f"switch forwarding after {took:.1f} s: {shlex.join(argv)}", file=sys.stderr)
             if latency_count:
                 result.latency = measure_latency(top, latency_count, latency_pps, dst, dst_mac)
                 if progress:
@@ -423,9 +523,12 @@ def run_benchmark(
                 res = measure_throughput(top, pcap, rate, duration, gen_cpu=gen_cpu)
                 result.throughput.append(res)
                 if progress:
-                    print(f"rate {res.target_pps}: offered {res.offered_pps:,.0f} pps, "
-                          f"delivered {res.delivered_pps:,.0f} pps "
-                          f"(tcpreplay {res.tcpreplay_pps})", file=sys.stderr)
+                    print(
+                        f"rate {res.target_pps}: offered {res.offered_pps:,.0f} pps, "
+                        f"delivered {res.delivered_pps:,.0f} pps "
+                        f"(tcpreplay {res.tcpreplay_pps})",
+                        file=sys.stderr,
+                    )
                 if proc.poll() is not None:
                     raise RuntimeError(f"the switch exited with status {proc.returncode}")
     return result
@@ -451,8 +554,15 @@ def _spin(us: float) -> None:
         pass
 
 
-def run_forwarder(if1: str, if2: str, *, ring: bool = True, tx_ring: bool = True,
-                  batch: int = 64, work_us: float = 0.0) -> dict[int, dict[str, int]]:
+def run_forwarder(
+    if1: str,
+    if2: str,
+    *,
+    ring: bool = True,
+    tx_ring: bool = True,
+    batch: int = 64,
+    work_us: float = 0.0,
+) -> dict[int, dict[str, int]]:
     """Forward every frame from port 1 (``if1``) to port 2 (``if2``) until SIGTERM/SIGINT.
 
     ``work_us`` burns that much CPU per frame, standing in for a packet pipeline.
@@ -506,22 +616,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         fp.add_argument("--plain", action="store_true", help="no PACKET_MMAP RX ring")
         fp.add_argument("--no-tx-ring", action="store_true", help="plain send() per frame")
         fp.add_argument("--batch", type=int, default=64)
-        fp.add_argument("--work-us", type=float, default=0.0,
-                        help="CPU time to burn per frame (a stand-in for a P4 pipeline)")
+        fp.add_argument(
+            "--work-us",
+            type=float,
+            default=0.0,
+            help="CPU time to burn per frame (a stand-in for a P4 pipeline)",
+        )
         fa = fp.parse_args(args[1:])
-        counters = run_forwarder(fa.if1, fa.if2, ring=not fa.plain, tx_ring=not fa.no_tx_ring,
-                                 batch=fa.batch, work_us=fa.work_us)
+        counters = run_forwarder(
+            fa.if1,
+            fa.if2,
+            ring=not fa.plain,
+            tx_ring=not fa.no_tx_ring,
+            batch=fa.batch,
+            work_us=fa.work_us,
+        )
         print(json.dumps(counters), file=sys.stderr)
         return 0
-    ap = argparse.ArgumentParser(prog="python -m switch.bench_net", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--switch-cmd", action="append", required=True,
-                    help="switch command line (repeatable; placeholders {if1} {if2} ...) or "
-                         f"'{BUILTIN} [--plain] [--no-tx-ring] [--work-us N]'")
+    ap = argparse.ArgumentParser(
+        prog="python -m switch.bench_net",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--switch-cmd",
+        action="append",
+        required=True,
+        help="switch command line (repeatable; placeholders {if1} {if2} ...) or "
+        f"'{BUILTIN} [--plain] [--no-tx-ring] [--work-us N]'",
+    )
     ap.add_argument("--setup-cmd", help="run after the switch starts (e.g. push a pipeline)")
     ap.add_argument("--out", type=Path, default=Path("results/bench_switch.csv"))
-    ap.add_argument("--rates", type=_rates, default=[None],
-                    help="comma-separated offered rates in pps; 'top' = tcpreplay --topspeed")
+    ap.add_argument(
+        "--rates",
+        type=_rates,
+        default=[None],
+        help="comma-separated offered rates in pps; 'top' = tcpreplay --topspeed",
+    )
     ap.add_argument("--duration", type=float, default=8.0)
     ap.add_argument("--latency-count", type=int, default=2000)
     ap.add_argument("--latency-pps", type=int, default=1000)
@@ -534,12 +665,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(args)
     results = []
     for cmd in a.switch_cmd:
-        results.append(run_benchmark(
-            cmd, rates=a.rates, duration=a.duration, latency_count=a.latency_count,
-            latency_pps=a.latency_pps, dst=a.dst, dst_mac=a.dst_mac, setup_cmd=a.setup_cmd,
-            ready_timeout=a.ready_timeout, log=a.log, switch_cpu=a.switch_cpu,
-            gen_cpu=a.gen_cpu, progress=True,
-        ))
+        results.append(
+            run_benchmark(
+                cmd,
+                rates=a.rates,
+                duration=a.duration,
+                latency_count=a.latency_count,
+                latency_pps=a.latency_pps,
+                dst=a.dst,
+                dst_mac=a.dst_mac,
+                setup_cmd=a.setup_cmd,
+                ready_timeout=a.ready_timeout,
+                log=a.log,
+                switch_cpu=a.switch_cpu,
+                gen_cpu=a.gen_cpu,
+                progress=True,
+            )
+        )
     write_csv(a.out, results)
     for res in results:
         for row in res.rows():

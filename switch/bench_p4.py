@@ -46,8 +46,11 @@ def _ipv6_frames(dsts: list[int]) -> list[bytes]:
     out = []
     for d in dsts:
         eth = bytes.fromhex("0000000000aa0000000000bb86dd")
-        ip6 = (bytes.fromhex("6000000000101140") + bytes.fromhex("20010db8ffff" + "00" * 9 + "01")
-               + d.to_bytes(16, "big"))  # fmt: skip
+        ip6 = (
+            bytes.fromhex("6000000000101140")
+            + bytes.fromhex("20010db8ffff" + "00" * 9 + "01")
+            + d.to_bytes(16, "big")
+        )
         udp = bytes.fromhex("04d2162e00100000")
         out.append(eth + ip6 + udp + bytes(64 - 8))
     return out
@@ -60,11 +63,18 @@ def setup_ipv6_router(sw: V1Switch, rng: random.Random, flows: int) -> tuple[int
         prefixes.add((0x20010DB8 << 96) | (rng.getrandbits(32) << 64))
     routes = sorted(prefixes)
     for i, p in enumerate(routes):
-        t.insert(TableEntry(((p, 64),), action=ActionCall("MyIngress.ipv6_forward",
-                                                          (0x020000000000 + i, 1 + i % 4))))  # fmt: skip
+        t.insert(
+            TableEntry(
+                ((p, 64),),
+                action=ActionCall("MyIngress.ipv6_forward", (0x020000000000 + i, 1 + i % 4)),
+            )
+        )
     for plen, p in ((32, 0x20010DB8 << 96), (48, (0x20010DB8 << 96) | (1 << 80))):
-        t.insert(TableEntry(((p, plen),), action=ActionCall("MyIngress.ipv6_forward",
-                                                            (0x020000000099, 5))))  # fmt: skip
+        t.insert(
+            TableEntry(
+                ((p, plen),), action=ActionCall("MyIngress.ipv6_forward", (0x020000000099, 5))
+            )
+        )
     dsts = [routes[rng.randrange(len(routes))] | rng.getrandbits(64) for _ in range(flows)]
     return len(routes) + 2, _ipv6_frames(dsts)
 
@@ -86,8 +96,14 @@ def measure(sw: V1Switch, frames: list[bytes], seconds: float) -> tuple[int, flo
     return n, time.perf_counter() - start
 
 
-def run_one(name: str, path: Path, setup: Callable[[V1Switch, random.Random, int], tuple[int, list[bytes]]],
-            seconds: float, repeats: int, flows: int) -> Result:  # fmt: skip
+def run_one(
+    name: str,
+    path: Path,
+    setup: Callable[[V1Switch, random.Random, int], tuple[int, list[bytes]]],
+    seconds: float,
+    repeats: int,
+    flows: int,
+) -> Result:
     prog = load_program(path)
     sw = V1Switch(prog, seed=1)
     entries, frames = setup(sw, random.Random(7), flows)
@@ -122,15 +138,38 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["program", "table_entries", "flows", "packets", "seconds", "pps",
-                    "us_per_packet", "python", "machine"])  # fmt: skip
+        w.writerow(
+            [
+                "program",
+                "table_entries",
+                "flows",
+                "packets",
+                "seconds",
+                "pps",
+                "us_per_packet",
+                "python",
+                "machine",
+            ]
+        )
         for r in results:
-            w.writerow([r.program, r.entries, r.flows, r.packets, f"{r.seconds:.3f}",
-                        f"{r.pps:.0f}", f"{1e6 / r.pps:.2f}", platform.python_version(),
-                        platform.machine()])  # fmt: skip
+            w.writerow(
+                [
+                    r.program,
+                    r.entries,
+                    r.flows,
+                    r.packets,
+                    f"{r.seconds:.3f}",
+                    f"{r.pps:.0f}",
+                    f"{1e6 / r.pps:.2f}",
+                    platform.python_version(),
+                    platform.machine(),
+                ]
+            )
     for r in results:
-        print(f"{r.program}: {r.pps:,.0f} packets/s ({1e6 / r.pps:.2f} us/packet, "
-              f"{r.entries} table entries, {r.flows} flows)")  # fmt: skip
+        print(
+            f"{r.program}: {r.pps:,.0f} packets/s ({1e6 / r.pps:.2f} us/packet, "
+            f"{r.entries} table entries, {r.flows} flows)"
+        )
     print(f"wrote {out}")
     return 0
 

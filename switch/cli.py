@@ -36,8 +36,10 @@ def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_check(args: argparse.Namespace) -> int:
     prog = _load(args)
     s = prog.schema
-    print(f"{args.program}: ok ({len(s.tables)} tables, {len(s.actions)} actions, "
-          f"{len(s.registers)} registers, {len(s.counters)} counters)")  # fmt: skip
+    print(
+        f"{args.program}: ok ({len(s.tables)} tables, {len(s.actions)} actions, "
+        f"{len(s.registers)} registers, {len(s.counters)} counters)"
+    )
     if args.emit_python:
         Path(args.emit_python).write_text(prog.source)
     return 0
@@ -81,10 +83,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("program", help="P4-16 source file (v1model)")
-        sp.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
-                        help="add an include directory")  # fmt: skip
-        sp.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
-                        help="define a preprocessor macro")  # fmt: skip
+        sp.add_argument(
+            "-I",
+            "--include",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="add an include directory",
+        )
+        sp.add_argument(
+            "-D",
+            "--define",
+            action="append",
+            default=[],
+            metavar="NAME[=VALUE]",
+            help="define a preprocessor macro",
+        )
 
     sp = sub.add_parser("check", help="parse and type-check a program")
     common(sp)
@@ -92,8 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_check)
     sp = sub.add_parser("info", help="write the P4Info (text protobuf) of a program")
     common(sp)
-    sp.add_argument("-o", "--output", metavar="FILE",
-                    help="output file (.txt/.txtpb text, .bin binary, .json JSON)")  # fmt: skip
+    sp.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="output file (.txt/.txtpb text, .bin binary, .json JSON)",
+    )
     sp.set_defaults(func=cmd_info)
     sp = sub.add_parser("compile", help="write the device config tf-switch loads")
     common(sp)

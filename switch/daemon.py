@@ -35,8 +35,14 @@ WORK_GAP_GAIN = 1 / 8
 FINE_WAIT_S = 0.002  # waits shorter than this use select (microseconds), longer ones poll (ms)
 IDLE_WAIT_S = 0.2
 DEFAULT_GRPC = "127.0.0.1:9559"
-LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
-              "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 10}  # fmt: skip
+LOG_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "off": logging.CRITICAL + 10,
+}
 
 
 class UsageError(Exception):
@@ -56,23 +62,42 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tf-switch",
         description="tailfabric's software P4 switch (v1model), command-line compatible with "
         "simple_switch_grpc. Target options go after '--': --grpc-server-addr ADDR, "
-        "--cpu-port N, --priority-queues N.")  # fmt: skip
+        "--cpu-port N, --priority-queues N.",
+    )
     ap.add_argument("program", nargs="?", help="P4 program (.p4) or device config (.tfp4.json)")
-    ap.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFNAME",
-                    help="attach a Linux interface as a switch port (repeatable)")  # fmt: skip
-    ap.add_argument("--no-p4", action="store_true",
-                    help="start without a program and wait for SetForwardingPipelineConfig")  # fmt: skip
+    ap.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        default=[],
+        metavar="PORT@IFNAME",
+        help="attach a Linux interface as a switch port (repeatable)",
+    )
+    ap.add_argument(
+        "--no-p4",
+        action="store_true",
+        help="start without a program and wait for SetForwardingPipelineConfig",
+    )
     ap.add_argument("--device-id", type=int, default=1)
     ap.add_argument("--cpu-port", type=int, default=None)
-    ap.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR",
-                    help="write <ifname>_in.pcap / <ifname>_out.pcap per port")  # fmt: skip
+    ap.add_argument(
+        "--pcap",
+        nargs="?",
+        const=".",
+        default=None,
+        metavar="DIR",
+        help="write <ifname>_in.pcap / <ifname>_out.pcap per port",
+    )
     ap.add_argument("--log-console", action="store_true", help="log to the console")
     ap.add_argument("-L", "--log-level", default="info", choices=sorted(LOG_LEVELS))
     ap.add_argument("--thrift-port", type=int, default=9090, help="runtime CLI port (127.0.0.1)")
     ap.add_argument("--priority-queues", type=int, default=1)
     ap.add_argument("--queue-depth", type=int, default=64, help="egress queue depth (packets)")
-    ap.add_argument("--queue-rate", default=None,
-                    help="egress drain rate for every port: N (packets/s) or e.g. 100mbps")  # fmt: skip
+    ap.add_argument(
+        "--queue-rate",
+        default=None,
+        help="egress drain rate for every port: N (packets/s) or e.g. 100mbps",
+    )
     ap.add_argument("-I", "--include", action="append", default=[], metavar="DIR")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random() extern")
     ap.add_argument("--nanolog", default=None, help=argparse.SUPPRESS)
@@ -91,8 +116,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     tp.add_argument("--dp-grpc-server-addr", default=None)
     targs, unknown = tp.parse_known_args(target)
     if unknown:
-        raise UsageError(f"unknown target option(s): {' '.join(unknown)}; valid: "
-                         "--grpc-server-addr, --cpu-port, --priority-queues")  # fmt: skip
+        raise UsageError(
+            f"unknown target option(s): {' '.join(unknown)}; valid: "
+            "--grpc-server-addr, --cpu-port, --priority-queues"
+        )
     args.grpc_server_addr = targs.grpc_server_addr or args.grpc_server_addr or DEFAULT_GRPC
     if targs.cpu_port is not None:
         args.cpu_port = targs.cpu_port
@@ -123,7 +150,11 @@ def load_pipeline(path: str, include_dirs: Sequence[str]) -> Pipeline:
     from switch.compile.package import load_device_config, make_device_config
     from switch.p4info import build_p4info
 
-    data = Path(path).read_bytes() if path.endswith(".json") else make_device_config(path, include_dirs)
+    data = (
+        Path(path).read_bytes()
+        if path.endswith(".json")
+        else make_device_config(path, include_dirs)
+    )
     program = load_device_config(data)
     return Pipeline(program, build_p4info(program.schema), data, 0)
 
@@ -133,8 +164,13 @@ class SwitchDaemon:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.device = Device(args.device_id, args.cpu_port, priority_queues=args.priority_queues,
-                             queue_depth=args.queue_depth, seed=args.seed)  # fmt: skip
+        self.device = Device(
+            args.device_id,
+            args.cpu_port,
+            priority_queues=args.priority_queues,
+            queue_depth=args.queue_depth,
+            seed=args.seed,
+        )
         self.stopping = threading.Event()
         self.ports: Any = None
         self.pcaps: dict[tuple[int, str], Any] = {}
@@ -162,10 +198,14 @@ class SwitchDaemon:
         self.cli = RuntimeCliServer(self.device, port=args.thrift_port).start()
         self.loop_thread = threading.Thread(target=self.run_loop, name="datapath", daemon=True)
         self.loop_thread.start()
-        log.info("tf-switch ready: device %d, ports %s, gRPC %s, runtime CLI 127.0.0.1:%d%s",
-                 args.device_id, ",".join(f"{p}@{n}" for p, n in sorted(args.ports.items())) or "-",
-                 args.grpc_server_addr, self.cli.port,
-                 "" if args.program else " (waiting for a pipeline)")  # fmt: skip
+        log.info(
+            "tf-switch ready: device %d, ports %s, gRPC %s, runtime CLI 127.0.0.1:%d%s",
+            args.device_id,
+            ",".join(f"{p}@{n}" for p, n in sorted(args.ports.items())) or "-",
+            args.grpc_server_addr,
+            self.cli.port,
+            "" if args.program else " (waiting for a pipeline)",
+        )
 
     def _open_ports(self) -> None:
         from switch.device.ports import PortSet
@@ -265,8 +305,11 @@ class SwitchDaemon:
             if rings and work_gap < BUSY_POLL_S and time.monotonic() - last_work < BUSY_POLL_S:
                 continue
             if wait_s >= FINE_WAIT_S:
-                ready = [fd for fd, ev in poller.poll(int(wait_s * 1000) - 1)
-                         if ev & (select.POLLERR | select.POLLHUP)]  # fmt: skip
+                ready = [
+                    fd
+                    for fd, ev in poller.poll(int(wait_s * 1000) - 1)
+                    if ev & (select.POLLERR | select.POLLHUP)
+                ]
             else:
                 ready = select.select(select_fds, [], [], wait_s)[0]
             for fd in ready:
@@ -284,8 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tf-switch: error: {e}", file=sys.stderr)
         return 2
     level = LOG_LEVELS[args.log_level]
-    logging.basicConfig(level=level if args.log_console else max(level, logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)  # fmt: skip
+    logging.basicConfig(
+        level=level if args.log_console else max(level, logging.WARNING),
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     daemon = SwitchDaemon(args)
     done = threading.Event()
 
@@ -301,8 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         daemon.stop()
         return 1
     except OSError as e:
-        print(f"tf-switch: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"tf-switch: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}",
+            file=sys.stderr,
+        )
         daemon.stop()
         return 1
     try:

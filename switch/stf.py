@@ -142,8 +142,15 @@ class CliCmd:
 
 
 StfCommand = (
-    PacketCmd | ExpectCmd | NoPacketCmd | WaitCmd | AddCmd | SetDefaultCmd | RemoveCmd
-    | CheckCounterCmd | CliCmd
+    PacketCmd
+    | ExpectCmd
+    | NoPacketCmd
+    | WaitCmd
+    | AddCmd
+    | SetDefaultCmd
+    | RemoveCmd
+    | CheckCounterCmd
+    | CliCmd
 )
 
 # simple_switch_CLI commands: name -> (min args, max args or None for "any"); "N" args are ints,
@@ -170,8 +177,17 @@ _CLI = {
     "meter_set_rates": "SNR*",
     "meter_array_set_rates": "SR*",
 }
-_KEYWORDS = ("packet", "expect", "no_packet", "wait", "add", "setdefault", "remove",
-             "check_counter", *_CLI)
+_KEYWORDS = (
+    "packet",
+    "expect",
+    "no_packet",
+    "wait",
+    "add",
+    "setdefault",
+    "remove",
+    "check_counter",
+    *_CLI,
+)
 
 
 # ------------------------------------------------------------------------------------------
@@ -322,8 +338,9 @@ def _parse_packet_line(keyword: str, span: Span, body: str, rest_at: int) -> Stf
         return ExpectCmd(span, port, hexdata, exact)
     if len(hexdata) % 2:
         first = data_at + len(data) - len(data.lstrip()) + 1
-        raise StfError(f"packet data has an odd number of hex digits ({len(hexdata)})",
-                       _span_at(span, first))
+        raise StfError(
+            f"packet data has an odd number of hex digits ({len(hexdata)})", _span_at(span, first)
+        )
     return PacketCmd(span, port, bytes.fromhex(hexdata))
 
 
@@ -397,8 +414,7 @@ def _parse_check_counter(line: _Line, span: Span) -> CheckCounterCmd:
     line.i += 1
     value = line.take("num", "a count")
     line.done()
-    return CheckCounterCmd(span, name, tok.text, kind.text.lower(), op.text,
-                           _int(line, value))
+    return CheckCounterCmd(span, name, tok.text, kind.text.lower(), op.text, _int(line, value))
 
 
 def _int(line: _Line, tok: _Tok) -> int:
@@ -555,9 +571,7 @@ class StfRunner:
     # ----- names
 
     def _table(self, name: str, span: Span) -> Table:
-        return self.state.tables[
-            _resolve("table", name, list(self.state.tables), span)
-        ]
+        return self.state.tables[_resolve("table", name, list(self.state.tables), span)]
 
     def _action(self, table: Table, text: ActionText) -> ActionCall:
         names = [r.name for r in table.spec.actions]
@@ -568,13 +582,18 @@ class StfRunner:
             if pname in given:
                 raise StfError(f"parameter '{pname}' given twice", vspan)
             if pname not in {p.name for p in spec.params}:
-                raise StfError(_unknown_msg(f"parameter of action '{fqn}'", pname,
-                                            [p.name for p in spec.params]), vspan)
+                raise StfError(
+                    _unknown_msg(
+                        f"parameter of action '{fqn}'", pname, [p.name for p in spec.params]
+                    ),
+                    vspan,
+                )
             param = next(p for p in spec.params if p.name == pname)
             number = _plain_number(value, vspan)
             if number >> param.width:
-                raise StfError(f"value {value} does not fit parameter '{pname}' "
-                               f"({param.width} bits)", vspan)
+                raise StfError(
+                    f"value {value} does not fit parameter '{pname}' ({param.width} bits)", vspan
+                )
             given[pname] = number
         missing = [p.name for p in spec.params if p.name not in given]
         if missing:
@@ -636,8 +655,9 @@ class StfRunner:
         if fqn in self.state.counters:
             index = _parse_int(c.index)
             if index is None:
-                raise StfError(f"counter '{fqn}' is indexed; give a number, not '{c.index}'",
-                               c.span)
+                raise StfError(
+                    f"counter '{fqn}' is indexed; give a number, not '{c.index}'", c.span
+                )
             packets, nbytes = self.state.counters[fqn].read(index)
         else:
             target = self._handles.get(c.index)
@@ -668,13 +688,17 @@ class StfRunner:
 
     def _compare(self) -> None:
         for port in sorted(self._dropped):
-            self.say(f"note: {self._dropped[port]} packet(s) went to port {port}, which no "
-                     "packet/expect line names; they were dropped as BMv2 would")
+            self.say(
+                f"note: {self._dropped[port]} packet(s) went to port {port}, which no "
+                "packet/expect line names; they were dropped as BMv2 would"
+            )
         for port in sorted(set(self._expected) | set(self._received) | set(self._any)):
             if port in self._any:
                 if port in self._expected:
-                    self.say(f"note: port {port} has expect lines with and without data; "
-                             "any packets are accepted there")
+                    self.say(
+                        f"note: port {port} has expect lines with and without data; "
+                        "any packets are accepted there"
+                    )
                 continue
             self._compare_port(port, self._expected.get(port, []), self._received.get(port, []))
 
@@ -701,7 +725,7 @@ class StfRunner:
                 lines.append(f"{tag} differs ({e.span}):")
                 lines.extend("    " + d for d in diff)
         if bad:
-            head = (f"port {port}: expected {len(expected)} packet(s), received {len(got)}")
+            head = f"port {port}: expected {len(expected)} packet(s), received {len(got)}"
             self.result.failures.append("\n".join([head, *lines]))
 
 
@@ -736,8 +760,10 @@ def _resolve(kind: str, name: str, names: Sequence[str], span: Span) -> str:
     """p4c's lookup: the exact name, else a unique suffix (at a dot first, then anywhere)."""
     if name in names:
         return name
-    for hits in ([n for n in names if n.endswith("." + name)],
-                 [n for n in names if n.endswith(name)]):
+    for hits in (
+        [n for n in names if n.endswith("." + name)],
+        [n for n in names if n.endswith(name)],
+    ):
         if len(hits) == 1:
             return hits[0]
         if hits:
@@ -762,13 +788,17 @@ def _resolve_key(table: Table, kt: KeyText) -> int:
     for cand in _key_candidates(kt.name):
         if cand in names:
             return names.index(cand)
-        for hits in ([n for n in names if n.endswith("." + cand)],
-                     [n for n in names if n.endswith(cand)]):
+        for hits in (
+            [n for n in names if n.endswith("." + cand)],
+            [n for n in names if n.endswith(cand)],
+        ):
             if len(hits) == 1:
                 return names.index(hits[0])
             if hits:
-                raise StfError(f"key name '{kt.name}' is ambiguous in table '{table.name}': "
-                               f"{', '.join(hits)}", kt.span)
+                raise StfError(
+                    f"key name '{kt.name}' is ambiguous in table '{table.name}': {', '.join(hits)}",
+                    kt.span,
+                )
     raise StfError(_unknown_msg(f"key of table '{table.name}'", kt.name, names), kt.span)
 
 
@@ -837,8 +867,9 @@ def _key_value(key: KeySpec, kt: KeyText) -> object:
         assert kt.bound is not None
         plen = int(kt.bound, 0)
         if plen > width:
-            raise StfError(f"prefix length {plen} exceeds the width of key '{key.name}' "
-                           f"({width} bits)", span)
+            raise StfError(
+                f"prefix length {plen} exceeds the width of key '{key.name}' ({width} bits)", span
+            )
         value = _fit(key, num.value, kt.value, span) & prefix_mask(plen, width)
         if kind is MatchKind.LPM:
             return (value, plen)
@@ -890,10 +921,7 @@ def _diff(e: ExpectCmd, data: bytes) -> list[str] | None:
     """None if ``data`` matches the expectation, else lines showing the differing nibbles."""
     want = e.pattern or ""
     got = data.hex().upper()
-    marks = [
-        i for i, ch in enumerate(want)
-        if i >= len(got) or (ch != "*" and ch != got[i])
-    ]
+    marks = [i for i, ch in enumerate(want) if i >= len(got) or (ch != "*" and ch != got[i])]
     too_long = e.exact and len(got) > len(want)
     if not marks and not too_long:
         return None
@@ -917,18 +945,21 @@ def _diff(e: ExpectCmd, data: bytes) -> list[str] | None:
         if "^" in marker:
             lines.append(" " * (len(label) + 9) + "".join(marker).rstrip())
     if len(got) < len(want):
-        lines.append(f"received packet is too short: {len(got) // 2} bytes, "
-                     f"expected at least {(len(want) + 1) // 2}")
+        lines.append(
+            f"received packet is too short: {len(got) // 2} bytes, "
+            f"expected at least {(len(want) + 1) // 2}"
+        )
     elif too_long:
-        lines.append(f"received packet is too long: {len(got) // 2} bytes, expected "
-                     f"{(len(want) + 1) // 2} ('$' ends the expected packet)")
+        lines.append(
+            f"received packet is too long: {len(got) // 2} bytes, expected "
+            f"{(len(want) + 1) // 2} ('$' ends the expected packet)"
+        )
     return lines
 
 
 def format_report(result: StfResult) -> str:
     """The human-readable verdict: failures first, then a one-line summary."""
-    summary = (f"{result.sent} packet(s) sent, {result.received} received, "
-               f"{result.checked} check(s)")
+    summary = f"{result.sent} packet(s) sent, {result.received} received, {result.checked} check(s)"
     if result.passed:
         return f"PASS: {summary}"
     blocks = "\n".join(f"FAIL {f}" for f in result.failures)

@@ -113,9 +113,17 @@ class NetKit:
         return self._stack.enter_context(Netns(netns_name(role, self.prefix, self.suffix)))
 
     def veth(
-        self, role_a: str, role_b: str, *, ns_a: Netns | str | None = None,
-        ns_b: Netns | str | None = None, switch_side: bool = False, host_ipv6: bool = True,
-        mtu: int | None = None, mac_a: str | None = None, mac_b: str | None = None,
+        self,
+        role_a: str,
+        role_b: str,
+        *,
+        ns_a: Netns | str | None = None,
+        ns_b: Netns | str | None = None,
+        switch_side: bool = False,
+        host_ipv6: bool = True,
+        mtu: int | None = None,
+        mac_a: str | None = None,
+        mac_b: str | None = None,
         offloads: bool = False,
     ) -> VethPair:
         """A veth pair named after the roles; ``switch_side=True``: end ``a`` is a switch port.
@@ -126,8 +134,17 @@ class NetKit:
         """
         a, b = self.ifname(role_a), self.ifname(role_b)
         off = ([a] if switch_side else []) + ([] if host_ipv6 else [b])
-        pair = VethPair(a, b, ns_a=ns_a, ns_b=ns_b, mtu=mtu, mac_a=mac_a, mac_b=mac_b,
-                        ipv6_off=off, offloads=offloads)
+        pair = VethPair(
+            a,
+            b,
+            ns_a=ns_a,
+            ns_b=ns_b,
+            mtu=mtu,
+            mac_a=mac_a,
+            mac_b=mac_b,
+            ipv6_off=off,
+            offloads=offloads,
+        )
         return self._stack.enter_context(pair)
 
     def close(self) -> None:

@@ -24,8 +24,14 @@ from dataclasses import dataclass
 from topologies.model import BLOCK_BITS, Fabric, leaf_usid, usid_address
 
 GATEWAY = "fe80::1"  # the leaf as every NIC's next hop (a static neighbour entry)
-HOST_SYSCTLS = (("accept_dad", 0), ("dad_transmits", 0), ("router_solicitations", 0),
-                ("accept_ra", 0), ("forwarding", 0), ("disable_ipv6", 0))  # fmt: skip
+HOST_SYSCTLS = (
+    ("accept_dad", 0),
+    ("dad_transmits", 0),
+    ("router_solicitations", 0),
+    ("accept_ra", 0),
+    ("forwarding", 0),
+    ("disable_ipv6", 0),
+)
 ETHTOOL_OFF = ("rx", "tx", "sg", "tso", "gso", "gro")
 
 
@@ -87,16 +93,24 @@ def host_config(fabric: Fabric, name: str) -> HostConfig:
         for peer in fabric.hosts:
             if peer.name != host.name:
                 routes.append(Route(f"{peer.nics[nic.plane].address}/48", nic.ifname))
-    return HostConfig(host.name, tuple(n.ifname for n in host.nics), tuple(sysctls),
-                      tuple(addresses), tuple(neighbours), tuple(routes))  # fmt: skip
+    return HostConfig(
+        host.name,
+        tuple(n.ifname for n in host.nics),
+        tuple(sysctls),
+        tuple(addresses),
+        tuple(neighbours),
+        tuple(routes),
+    )
 
 
 def ip_batch(cfg: HostConfig) -> str:
     """``ip -batch`` input (the family follows each address): links up, addresses, neighbours, routes."""
     lines = [f"link set dev {ifname} up" for ifname in cfg.ifnames]
     lines += [f"addr add {cidr} dev {ifname} nodad" for ifname, cidr in cfg.addresses]
-    lines += [f"neigh replace {n.address} lladdr {n.mac} dev {n.ifname} nud permanent"
-              for n in cfg.neighbours]  # fmt: skip
+    lines += [
+        f"neigh replace {n.address} lladdr {n.mac} dev {n.ifname} nud permanent"
+        for n in cfg.neighbours
+    ]
     lines += [f"route replace {r.prefix} via {r.via} dev {r.ifname}" for r in cfg.routes]
     return "\n".join(lines) + "\n"
 

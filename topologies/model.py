@@ -73,7 +73,7 @@ def baseline_address(host: int, plane: int) -> ipaddress.IPv6Address:
 
 
 def _mac(kind: int, a: int, b: int) -> str:
-    return f"02:{kind:02x}:{a >> 8 & 0xff:02x}:{a & 0xff:02x}:{b >> 8 & 0xff:02x}:{b & 0xff:02x}"
+    return f"02:{kind:02x}:{a >> 8 & 0xFF:02x}:{a & 0xFF:02x}:{b >> 8 & 0xFF:02x}:{b & 0xFF:02x}"
 
 
 @dataclass(frozen=True)
@@ -94,18 +94,25 @@ class FabricSpec:
             if not isinstance(v, int) or v < 1:
                 raise TopologyError(f"{name} must be a positive integer, got {v!r}")
         if self.planes > MAX_PLANES:
-            raise TopologyError(f"{self.planes} planes: the micro-SID plan allows at most "
-                                f"{MAX_PLANES}")  # fmt: skip
+            raise TopologyError(
+                f"{self.planes} planes: the micro-SID plan allows at most {MAX_PLANES}"
+            )
         for name, n in (("leaves", self.leaves), ("spines", self.spines)):
             if n > MAX_SWITCHES_PER_TIER:
-                raise TopologyError(f"{n} {name} per plane: the micro-SID plan allows at most "
-                                    f"{MAX_SWITCHES_PER_TIER}")  # fmt: skip
+                raise TopologyError(
+                    f"{n} {name} per plane: the micro-SID plan allows at most "
+                    f"{MAX_SWITCHES_PER_TIER}"
+                )
         if self.hosts_per_leaf * self.leaves > MAX_HOSTS:
-            raise TopologyError(f"{self.hosts_per_leaf * self.leaves} hosts: the micro-SID plan "
-                                f"allows at most {MAX_HOSTS}")  # fmt: skip
+            raise TopologyError(
+                f"{self.hosts_per_leaf * self.leaves} hosts: the micro-SID plan "
+                f"allows at most {MAX_HOSTS}"
+            )
         if self.hosts_per_leaf + self.spines > self.radix:
-            raise TopologyError(f"a leaf needs {self.hosts_per_leaf} host ports + {self.spines} "
-                                f"spine ports but has only {self.radix}")  # fmt: skip
+            raise TopologyError(
+                f"a leaf needs {self.hosts_per_leaf} host ports + {self.spines} "
+                f"spine ports but has only {self.radix}"
+            )
         if self.leaves > self.radix:
             raise TopologyError(f"a spine needs {self.leaves} leaf ports but has only {self.radix}")
         if self.link_mbps <= 0 or self.queue_depth < 1:
@@ -179,14 +186,17 @@ class Fabric:
         for h in self.hosts:
             if h.name == name:
                 return h
-        raise TopologyError(f"unknown host '{name}'; hosts: {', '.join(h.name for h in self.hosts)}")
+        raise TopologyError(
+            f"unknown host '{name}'; hosts: {', '.join(h.name for h in self.hosts)}"
+        )
 
     def switch(self, name: str) -> Switch:
         for s in self.switches:
             if s.name == name:
                 return s
-        raise TopologyError(f"unknown switch '{name}'; switches: "
-                            f"{', '.join(s.name for s in self.switches)}")  # fmt: skip
+        raise TopologyError(
+            f"unknown switch '{name}'; switches: {', '.join(s.name for s in self.switches)}"
+        )
 
     def leaf(self, plane: int, index: int) -> Switch:
         return self.switch(leaf_name(plane, index))
@@ -211,11 +221,15 @@ class Fabric:
     # -- JSON --------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "block": str(usid_address()) + "/32",
-                "usid_bits": USID_BITS, "spec": asdict(self.spec),
-                "hosts": [asdict(h) for h in self.hosts],
-                "switches": [asdict(s) for s in self.switches],
-                "links": [asdict(link) for link in self.links]}  # fmt: skip
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "block": str(usid_address()) + "/32",
+            "usid_bits": USID_BITS,
+            "spec": asdict(self.spec),
+            "hosts": [asdict(h) for h in self.hosts],
+            "switches": [asdict(s) for s in self.switches],
+            "links": [asdict(link) for link in self.links],
+        }
 
     def to_json(self, path: str | pathlib.Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1)
@@ -226,8 +240,9 @@ class Fabric:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Fabric:
         if d.get("schema_version") != SCHEMA_VERSION:
-            raise TopologyError(f"topology schema version {d.get('schema_version')!r} is not "
-                                f"{SCHEMA_VERSION}")  # fmt: skip
+            raise TopologyError(
+                f"topology schema version {d.get('schema_version')!r} is not {SCHEMA_VERSION}"
+            )
         spec = FabricSpec(**d["spec"])
         fab = build_fabric(spec)
         if json.loads(fab.to_json()) != d:
@@ -268,20 +283,33 @@ def build_fabric(spec: FabricSpec) -> Fabric:
         for lidx in range(L):
             ports = {1 + h: f"h{lidx * H + h + 1}" for h in range(H)}
             ports.update({H + 1 + s: spine_name(p, s) for s in range(S)})
-            fab.switches.append(_switch(leaf_name(p, lidx), "leaf", p, lidx, leaf_usid(p, lidx), n, ports))
+            fab.switches.append(
+                _switch(leaf_name(p, lidx), "leaf", p, lidx, leaf_usid(p, lidx), n, ports)
+            )
             n += 1
         for s in range(S):
             ports = {1 + lidx: leaf_name(p, lidx) for lidx in range(L)}
-            fab.switches.append(_switch(spine_name(p, s), "spine", p, s, spine_usid(p, s), n, ports))
+            fab.switches.append(
+                _switch(spine_name(p, s), "spine", p, s, spine_usid(p, s), n, ports)
+            )
             n += 1
     for lidx in range(L):
         for h in range(H):
             idx = lidx * H + h
             name = f"h{idx + 1}"
             nics = tuple(
-                Nic(p, f"{name}-eth{p}", nic_usid(idx, p), str(usid_address(nic_usid(idx, p))),
-                    str(baseline_address(idx, p)), _mac(0x10 + p, idx, 0), leaf_name(p, lidx), 1 + h)
-                for p in range(P))  # fmt: skip
+                Nic(
+                    p,
+                    f"{name}-eth{p}",
+                    nic_usid(idx, p),
+                    str(usid_address(nic_usid(idx, p))),
+                    str(baseline_address(idx, p)),
+                    _mac(0x10 + p, idx, 0),
+                    leaf_name(p, lidx),
+                    1 + h,
+                )
+                for p in range(P)
+            )
             fab.hosts.append(Host(name, idx, lidx, nics))
             for nic in nics:
                 fab.links.append(Link(name, 0, nic.leaf, nic.leaf_port, nic.plane))
@@ -292,7 +320,18 @@ def build_fabric(spec: FabricSpec) -> Fabric:
     return fab
 
 
-def _switch(name: str, role: str, plane: int, index: int, usid: int, n: int,
-            ports: dict[int, str]) -> Switch:  # fmt: skip
-    return Switch(name, role, plane, index, usid, n + 1, GRPC_BASE_PORT + n, THRIFT_BASE_PORT + n,
-                  ports, _mac(0x01 if role == "leaf" else 0x02, plane, index))
+def _switch(
+    name: str, role: str, plane: int, index: int, usid: int, n: int, ports: dict[int, str]
+) -> Switch:
+    return Switch(
+        name,
+        role,
+        plane,
+        index,
+        usid,
+        n + 1,
+        GRPC_BASE_PORT + n,
+        THRIFT_BASE_PORT + n,
+        ports,
+        _mac(0x01 if role == "leaf" else 0x02, plane, index),
+    )

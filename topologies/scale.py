@@ -41,21 +41,27 @@ class ScaleSpec:
             if not isinstance(v, int) or v < 1:
                 raise TopologyError(f"{name} must be a positive integer, got {v!r}")
         if self.radix % 2:
-            raise TopologyError(f"radix {self.radix} is odd: a Clos switch splits its ports "
-                                "half down, half up")  # fmt: skip
+            raise TopologyError(
+                f"radix {self.radix} is odd: a Clos switch splits its ports half down, half up"
+            )
         if self.nic_gbps % self.planes:
-            raise TopologyError(f"a {self.nic_gbps}G NIC does not split into {self.planes} equal "
-                                "plane lanes")  # fmt: skip
+            raise TopologyError(
+                f"a {self.nic_gbps}G NIC does not split into {self.planes} equal plane lanes"
+            )
         lane = self.nic_gbps // self.planes
         if self.port_gbps % lane:
-            raise TopologyError(f"a {self.port_gbps}G port does not break out into {lane}G "
-                                "plane lanes")  # fmt: skip
+            raise TopologyError(
+                f"a {self.port_gbps}G port does not break out into {lane}G plane lanes"
+            )
         if self.nic_gbps > self.port_gbps:
-            raise TopologyError(f"a {self.nic_gbps}G NIC is faster than a {self.port_gbps}G "
-                                "switch port: the single-plane fabric cannot attach it")  # fmt: skip
+            raise TopologyError(
+                f"a {self.nic_gbps}G NIC is faster than a {self.port_gbps}G "
+                "switch port: the single-plane fabric cannot attach it"
+            )
         if self.port_gbps % self.nic_gbps:
-            raise TopologyError(f"a {self.port_gbps}G port does not break out into "
-                                f"{self.nic_gbps}G host ports")  # fmt: skip
+            raise TopologyError(
+                f"a {self.port_gbps}G port does not break out into {self.nic_gbps}G host ports"
+            )
 
     @property
     def lane_gbps(self) -> int:
@@ -111,8 +117,17 @@ def tiers_for(hosts: int, radix: int) -> int:
     return t
 
 
-def clos(name: str, hosts: int, radix: int, tiers: int, *, planes: int, link_gbps: int,
-         breakout: int, nic_ports: int) -> FabricScale:  # fmt: skip
+def clos(
+    name: str,
+    hosts: int,
+    radix: int,
+    tiers: int,
+    *,
+    planes: int,
+    link_gbps: int,
+    breakout: int,
+    nic_ports: int,
+) -> FabricScale:
     """A ``tiers``-tier folded Clos per plane for ``hosts`` hosts (each with one link per plane).
 
     Args:
@@ -123,8 +138,10 @@ def clos(name: str, hosts: int, radix: int, tiers: int, *, planes: int, link_gbp
         TopologyError: ``hosts`` do not fit in ``tiers`` tiers.
     """
     if hosts > max_hosts(radix, tiers):
-        raise TopologyError(f"{hosts:,} hosts do not fit in {tiers} tiers of {radix}-port "
-                            f"switches (at most {max_hosts(radix, tiers):,})")  # fmt: skip
+        raise TopologyError(
+            f"{hosts:,} hosts do not fit in {tiers} tiers of {radix}-port "
+            f"switches (at most {max_hosts(radix, tiers):,})"
+        )
     half = radix // 2
     leaves = math.ceil(hosts / half)
     middle = (tiers - 2) * leaves  # tiers between leaves and the top carry N/(k/2) each
@@ -132,9 +149,19 @@ def clos(name: str, hosts: int, radix: int, tiers: int, *, planes: int, link_gbp
     links = tiers * hosts  # one tier of host links + (tiers - 1) tiers of fabric links
     switch_lanes = 2 * links - hosts  # every link has two switch ends, except host links
     optics_per_plane = math.ceil(switch_lanes / breakout)
-    return FabricScale(name, planes, link_gbps, radix, tiers, hosts,
-                       planes * leaves, planes * (middle + top), planes * links,
-                       planes * optics_per_plane + hosts * nic_ports, 2 * tiers - 1)  # fmt: skip
+    return FabricScale(
+        name,
+        planes,
+        link_gbps,
+        radix,
+        tiers,
+        hosts,
+        planes * leaves,
+        planes * (middle + top),
+        planes * links,
+        planes * optics_per_plane + hosts * nic_ports,
+        2 * tiers - 1,
+    )
 
 
 @dataclass(frozen=True)
@@ -154,12 +181,20 @@ def scale(spec: ScaleSpec) -> ScaleReport:
     spec.validate()
     k = spec.plane_radix
     hosts = max_hosts(k, 2)
-    multi = clos(f"{spec.planes}-plane, 2 tiers", hosts, k, 2, planes=spec.planes,
-                 link_gbps=spec.lane_gbps, breakout=spec.port_gbps // spec.lane_gbps,
-                 nic_ports=1)  # fmt: skip
+    multi = clos(
+        f"{spec.planes}-plane, 2 tiers",
+        hosts,
+        k,
+        2,
+        planes=spec.planes,
+        link_gbps=spec.lane_gbps,
+        breakout=spec.port_gbps // spec.lane_gbps,
+        nic_ports=1,
+    )
     k1 = spec.single_radix
-    one = dict(planes=1, link_gbps=spec.nic_gbps, breakout=spec.port_gbps // spec.nic_gbps,
-               nic_ports=1)  # fmt: skip
+    one = dict(
+        planes=1, link_gbps=spec.nic_gbps, breakout=spec.port_gbps // spec.nic_gbps, nic_ports=1
+    )
     two = clos("1 plane, 2 tiers", max_hosts(k1, 2), k1, 2, **one)  # type: ignore[arg-type]
     t = tiers_for(hosts, k1)
     same = clos(f"1 plane, {t} tiers", hosts, k1, t, **one)  # type: ignore[arg-type]
@@ -179,9 +214,19 @@ def format_report(r: ScaleReport) -> str:
     head = ("fabric", "hosts", "tiers", "switches", "leaves", "spines", "links", "optics", "hops")
     rows = [head]
     for f in (r.multi_plane, r.single_two_tier, r.single_same_hosts):
-        rows.append((f"{f.name} ({f.switch_radix} x {f.link_gbps}G)", f"{f.hosts:,}",
-                     str(f.tiers), f"{f.switches:,}", f"{f.leaves:,}", f"{f.spines:,}",
-                     f"{f.links:,}", f"{f.optics:,}", str(f.hops)))  # fmt: skip
+        rows.append(
+            (
+                f"{f.name} ({f.switch_radix} x {f.link_gbps}G)",
+                f"{f.hosts:,}",
+                str(f.tiers),
+                f"{f.switches:,}",
+                f"{f.leaves:,}",
+                f"{f.spines:,}",
+                f"{f.links:,}",
+                f"{f.optics:,}",
+                str(f.hops),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for i, row in enumerate(rows):
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]

@@ -114,8 +114,10 @@ class TensorSpec:
         for kind, dt in NUMPY_DTYPES.items():
             if array.dtype == dt or array.dtype == dt.newbyteorder("="):
                 return cls(tensor_id, kind, tuple(int(d) for d in array.shape))
-        raise ValueError(f"dtype {array.dtype} cannot travel in a chunk; "
-                         f"valid: {', '.join(str(d) for d in NUMPY_DTYPES.values())}")  # fmt: skip
+        raise ValueError(
+            f"dtype {array.dtype} cannot travel in a chunk; "
+            f"valid: {', '.join(str(d) for d in NUMPY_DTYPES.values())}"
+        )
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,9 @@ class Chunk:
 
 def chunk_elems_for(packet_bytes: int, dtype: DType) -> int:
     """Elements per chunk so that header + payload fit ``packet_bytes``."""
-    n = (min(packet_bytes, 0xFFFF + CHUNK_HEADER_BYTES) - CHUNK_HEADER_BYTES) // NUMPY_DTYPES[dtype].itemsize
+    n = (min(packet_bytes, 0xFFFF + CHUNK_HEADER_BYTES) - CHUNK_HEADER_BYTES) // NUMPY_DTYPES[
+        dtype
+    ].itemsize
     if n < 1:
         raise ValueError(f"packet_bytes {packet_bytes} leaves no room for one {dtype.name}")
     return n
@@ -154,8 +158,9 @@ def bound_to_ppm(bound: float) -> int:
     return round(bound * PPM)
 
 
-def encode_chunks(round_: int, spec: TensorSpec, array: np.ndarray, chunk_elems: int,
-                  bound: float) -> list[bytes]:  # fmt: skip
+def encode_chunks(
+    round_: int, spec: TensorSpec, array: np.ndarray, chunk_elems: int, bound: float
+) -> list[bytes]:
     """Every chunk of ``array`` (which must match ``spec``) as wire bytes, in index order."""
     if tuple(array.shape) != spec.shape:
         raise ValueError(f"array shape {array.shape} does not match spec {spec.shape}")
@@ -172,18 +177,35 @@ def encode_chunks(round_: int, spec: TensorSpec, array: np.ndarray, chunk_elems:
     step = chunk_elems * itemsize
     out: list[bytes] = []
     for i in range(count):
-        payload = raw[i * step:(i + 1) * step]
-        head = _HEAD.pack(CHUNK_MAGIC, CHUNK_VERSION, CHUNK_KIND, round_, spec.tensor_id,
-                          spec.dtype, len(spec.shape), *dims, i, count, chunk_elems,
-                          len(payload), 0, ppm)  # fmt: skip
+        payload = raw[i * step : (i + 1) * step]
+        head = _HEAD.pack(
+            CHUNK_MAGIC,
+            CHUNK_VERSION,
+            CHUNK_KIND,
+            round_,
+            spec.tensor_id,
+            spec.dtype,
+            len(spec.shape),
+            *dims,
+            i,
+            count,
+            chunk_elems,
+            len(payload),
+            0,
+            ppm,
+        )
         out.append(head + _CRC.pack(zlib.crc32(payload, zlib.crc32(head))) + payload)
     return out
 
 
 def is_chunk(data: bytes) -> bool:
     """Whether ``data`` starts like a chunk (magic and kind), before full validation."""
-    return (len(data) >= 4 and data[0] == CHUNK_MAGIC >> 8 and data[1] == CHUNK_MAGIC & 0xFF
-            and data[3] == CHUNK_KIND)  # fmt: skip
+    return (
+        len(data) >= 4
+        and data[0] == CHUNK_MAGIC >> 8
+        and data[1] == CHUNK_MAGIC & 0xFF
+        and data[3] == CHUNK_KIND
+    )
 
 
 def decode_chunk(data: bytes) -> Chunk:
@@ -194,8 +216,25 @@ def decode_chunk(data: bytes) -> Chunk:
     """
     if len(data) < CHUNK_HEADER_BYTES:
         raise DblpWireError(ChunkDrop.SHORT.value, f"{len(data)} bytes")
-    (magic, version, kind, round_, tensor_id, dtype, ndim, d0, d1, d2, d3, index, count, elems,
-     plen, _rsvd, ppm) = _HEAD.unpack_from(data)  # fmt: skip
+    (
+        magic,
+        version,
+        kind,
+        round_,
+        tensor_id,
+        dtype,
+        ndim,
+        d0,
+        d1,
+        d2,
+        d3,
+        index,
+        count,
+        elems,
+        plen,
+        _rsvd,
+        ppm,
+    ) = _HEAD.unpack_from(data)
     if magic != CHUNK_MAGIC:
         raise DblpWireError(ChunkDrop.BAD_MAGIC.value, f"{magic:#06x}")
     if version != CHUNK_VERSION:
@@ -204,7 +243,7 @@ def decode_chunk(data: bytes) -> Chunk:
         raise DblpWireError(ChunkDrop.BAD_KIND.value, str(kind))
     (crc,) = _CRC.unpack_from(data, _HEAD.size)
     payload = data[CHUNK_HEADER_BYTES:]
-    if zlib.crc32(payload, zlib.crc32(data[:_HEAD.size])) != crc:
+    if zlib.crc32(payload, zlib.crc32(data[: _HEAD.size])) != crc:
         raise DblpWireError(ChunkDrop.BAD_CRC.value)
     try:
         dt = DType(dtype)
@@ -215,15 +254,18 @@ def decode_chunk(data: bytes) -> Chunk:
         raise DblpWireError(ChunkDrop.BAD_SHAPE.value, f"ndim {ndim}, dims {dims}")
     spec = TensorSpec(tensor_id, dt, dims[:ndim])
     if elems < 1 or count < 1 or count > MAX_CHUNKS or count != chunk_count(spec.numel, elems):
-        raise DblpWireError(ChunkDrop.BAD_SHAPE.value,
-                            f"{count} chunks of {elems} for {spec.numel} elements")  # fmt: skip
+        raise DblpWireError(
+            ChunkDrop.BAD_SHAPE.value, f"{count} chunks of {elems} for {spec.numel} elements"
+        )
     if index >= count:
         raise DblpWireError(ChunkDrop.BAD_INDEX.value, f"{index} >= {count}")
     itemsize = spec.np_dtype.itemsize
     expect = max(0, min(elems, spec.numel - index * elems)) * itemsize
     if plen != len(payload) or plen != expect:
-        raise DblpWireError(ChunkDrop.BAD_LENGTH.value,
-                            f"declared {plen}, carried {len(payload)}, expected {expect}")  # fmt: skip
+        raise DblpWireError(
+            ChunkDrop.BAD_LENGTH.value,
+            f"declared {plen}, carried {len(payload)}, expected {expect}",
+        )
     if ppm >= PPM:
         raise DblpWireError(ChunkDrop.BAD_BOUND.value, f"{ppm} ppm")
     return Chunk(round_, spec, index, count, elems, ppm, bytes(payload))

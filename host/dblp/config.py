@@ -65,8 +65,9 @@ class PhaseConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.p_low < 1.0 or not 0.0 <= self.k or self.p_low + self.k >= 1.0:
-            raise ValueError(f"need 0 <= p_low < 1, k >= 0 and p_low + k < 1 "
-                             f"(p_low={self.p_low}, k={self.k})")  # fmt: skip
+            raise ValueError(
+                f"need 0 <= p_low < 1, k >= 0 and p_low + k < 1 (p_low={self.p_low}, k={self.k})"
+            )
         if self.eta <= 0.0:
             raise ValueError(f"eta must be positive, got {self.eta}")
         if self.check_every_rounds < 1:

@@ -91,9 +91,19 @@ def pack_bitmap(flags: list[bool] | bytearray) -> bytes:
 def encode_control(c: Control) -> bytes:
     """The wire bytes of ``c`` (its body is checked as :func:`decode_control` would)."""
     _check_body(c.kind, c.chunks, c.body)
-    head = _HEAD.pack(CONTROL_MAGIC, CONTROL_VERSION, c.kind, c.round, c.tensor_id,
-                      c.attempt & 0xFFFF, c.chunks, c.received, c.bound_ppm, c.seq & 0xFFFFFFFF,
-                      len(c.body))  # fmt: skip
+    head = _HEAD.pack(
+        CONTROL_MAGIC,
+        CONTROL_VERSION,
+        c.kind,
+        c.round,
+        c.tensor_id,
+        c.attempt & 0xFFFF,
+        c.chunks,
+        c.received,
+        c.bound_ppm,
+        c.seq & 0xFFFFFFFF,
+        len(c.body),
+    )
     return head + _CRC.pack(zlib.crc32(head)) + c.body
 
 
@@ -110,14 +120,15 @@ def decode_control(data: bytes) -> Control:
     """
     if len(data) < CONTROL_HEADER_BYTES:
         raise DblpWireError("short", f"{len(data)} bytes")
-    (magic, version, kind, round_, tensor_id, attempt, chunks, received, ppm, seq,
-     body_len) = _HEAD.unpack_from(data)  # fmt: skip
+    (magic, version, kind, round_, tensor_id, attempt, chunks, received, ppm, seq, body_len) = (
+        _HEAD.unpack_from(data)
+    )
     if magic != CONTROL_MAGIC:
         raise DblpWireError("bad_magic", f"{magic:#06x}")
     if version != CONTROL_VERSION:
         raise DblpWireError("bad_version", str(version))
     (crc,) = _CRC.unpack_from(data, _HEAD.size)
-    if zlib.crc32(data[:_HEAD.size]) != crc:
+    if zlib.crc32(data[: _HEAD.size]) != crc:
         raise DblpWireError("bad_crc")
     try:
         k = ControlKind(kind)

@@ -46,8 +46,9 @@ class DblpLink:
         name: for error messages, e.g. ``"worker 2"``.
     """
 
-    def __init__(self, conn: MessageConnection, cfg: DblpConfig | None = None, *,
-                 name: str = "") -> None:  # fmt: skip
+    def __init__(
+        self, conn: MessageConnection, cfg: DblpConfig | None = None, *, name: str = ""
+    ) -> None:
         self.conn = conn
         self.cfg = cfg or DblpConfig()
         self.peer = conn.peer
@@ -65,7 +66,9 @@ class DblpLink:
         self._reliable_handles: list[Any] = []
         self._threads = [
             threading.Thread(target=self._read_reliable, name=f"dblp-rel-{self.peer}", daemon=True),
-            threading.Thread(target=self._read_partial, name=f"dblp-unrel-{self.peer}", daemon=True),
+            threading.Thread(
+                target=self._read_partial, name=f"dblp-unrel-{self.peer}", daemon=True
+            ),
         ]
         for t in self._threads:
             t.start()
@@ -79,7 +82,9 @@ class DblpLink:
         except TransportError as e:
             raise self._fail(RoundFailed(f"cannot send to {self.name}: {e}")) from e
 
-    def send_control(self, ctrl: Control, *, reliable: bool = True, copies: int | None = None) -> None:
+    def send_control(
+        self, ctrl: Control, *, reliable: bool = True, copies: int | None = None
+    ) -> None:
         """One control message on the reliable channel (``reliable``) plus ``copies``
         unreliable copies (default ``control_copies``; at least one when not ``reliable``)."""
         data = encode_control(ctrl)

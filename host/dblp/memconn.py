@@ -53,8 +53,7 @@ class MemConnection:
         self._closed = False
         self._next_id = 0
 
-    def send(self, data: object, *, reliable: bool = True,
-             timeout: float | None = None) -> Any:  # fmt: skip
+    def send(self, data: object, *, reliable: bool = True, timeout: float | None = None) -> Any:
         buf = as_bytes(data)
         if self._closed or self.other is None or self.other._closed:
             raise ConnectionClosed("in-memory connection closed")
@@ -77,8 +76,9 @@ class MemConnection:
             elif lost:
                 self._partial.append(PartialMessage(msg_id, b"", None, 0, 0, (), None))
             else:
-                self._partial.append(PartialMessage(msg_id, buf, len(buf), max(1, len(buf)), 1,
-                                                    (0,), True))  # fmt: skip
+                self._partial.append(
+                    PartialMessage(msg_id, buf, len(buf), max(1, len(buf)), 1, (0,), True)
+                )
             self._cv.notify_all()
 
     def recv(self, timeout: float | None = None) -> bytes:

@@ -88,8 +88,9 @@ def chunk_elems(cfg: DblpConfig, spec: TensorSpec) -> int:
     return chunk_elems_for(cfg.packet_bytes, spec.dtype)
 
 
-def send_tensor(link: DblpLink, round_: int, tensor_id: int, array: np.ndarray,
-                bound: float) -> SendReport:  # fmt: skip
+def send_tensor(
+    link: DblpLink, round_: int, tensor_id: int, array: np.ndarray, bound: float
+) -> SendReport:
     """Send ``array`` as transfer ``(round_, tensor_id)`` under loss bound ``bound``.
 
     Raises:
@@ -113,28 +114,43 @@ def send_tensor(link: DblpLink, round_: int, tensor_id: int, array: np.ndarray,
             if reprobes == 0:  # reliable, plus the usual copies
                 seq += 1
                 probes += 1
-                link.send_control(Control(ControlKind.PROBE, round_, tensor_id, attempt, n, 0,
-                                          ppm, seq))  # fmt: skip
+                link.send_control(
+                    Control(ControlKind.PROBE, round_, tensor_id, attempt, n, 0, ppm, seq)
+                )
             else:  # silence: more and more unreliable probes, each its own sequence number
                 for _ in range(min(1 << reprobes, cfg.reprobe_copies_max)):
                     seq += 1
                     probes += 1
-                    link.send_control(Control(ControlKind.PROBE, round_, tensor_id, attempt, n,
-                                              0, ppm, seq), reliable=False, copies=1)  # fmt: skip
+                    link.send_control(
+                        Control(ControlKind.PROBE, round_, tensor_id, attempt, n, 0, ppm, seq),
+                        reliable=False,
+                        copies=1,
+                    )
             reprobes += 1
             next_probe = time.monotonic() + cfg.probe_interval_s
             answer = _await_answer(link, key, attempt, next_probe)
             now = time.monotonic()
             if answer is None:
                 if now - last_heard > cfg.peer_timeout_s:
-                    raise RoundFailed(f"round {round_} tensor {tensor_id}: no answer from "
-                                      f"{link.name} for {now - last_heard:.1f} s (attempt "
-                                      f"{attempt}, {probes} probes)")  # fmt: skip
+                    raise RoundFailed(
+                        f"round {round_} tensor {tensor_id}: no answer from "
+                        f"{link.name} for {now - last_heard:.1f} s (attempt "
+                        f"{attempt}, {probes} probes)"
+                    )
                 continue
             last_heard = now
             if answer.kind is ControlKind.STOP:
-                return SendReport(round_, tensor_id, n, answer.received, attempt + 1, sent,
-                                  probes, bound, now - t0)  # fmt: skip
+                return SendReport(
+                    round_,
+                    tensor_id,
+                    n,
+                    answer.received,
+                    attempt + 1,
+                    sent,
+                    probes,
+                    bound,
+                    now - t0,
+                )
             to_send = missing_chunks(answer)
             attempt += 1
             break
@@ -155,8 +171,9 @@ def _settle(handles: list[object], timeout_s: float, link: DblpLink) -> None:
             raise RoundFailed(f"connection to {link.name} failed: {e}") from e
 
 
-def _await_answer(link: DblpLink, key: tuple[int, int], attempt: int,
-                  until: float) -> Control | None:  # fmt: skip
+def _await_answer(
+    link: DblpLink, key: tuple[int, int], attempt: int, until: float
+) -> Control | None:
     """The STOP, or the BITMAP of ``attempt``, of transfer ``key`` before ``until``."""
     while True:
         left = until - time.monotonic()
@@ -173,8 +190,9 @@ def _await_answer(link: DblpLink, key: tuple[int, int], attempt: int,
             link.drops["stale_control"] += 1
 
 
-def recv_tensor(link: DblpLink, round_: int, spec: TensorSpec,
-                bound: float | None = None) -> RecvReport:  # fmt: skip
+def recv_tensor(
+    link: DblpLink, round_: int, spec: TensorSpec, bound: float | None = None
+) -> RecvReport:
     """Receive transfer ``(round_, spec.tensor_id)``; missing chunks read as zeros.
 
     Args:
@@ -184,8 +202,9 @@ def recv_tensor(link: DblpLink, round_: int, spec: TensorSpec,
             failed, or the sender aborted.
     """
     cfg = link.cfg
-    state = ReceiveState(round_, spec, chunk_elems(cfg, spec),
-                         None if bound is None else bound_to_ppm(bound))  # fmt: skip
+    state = ReceiveState(
+        round_, spec, chunk_elems(cfg, spec), None if bound is None else bound_to_ppm(bound)
+    )
     key = state.key
     t0 = last_heard = time.monotonic()
     first: float | None = None
@@ -203,9 +222,11 @@ def recv_tensor(link: DblpLink, round_: int, spec: TensorSpec,
         now = time.monotonic()
         if ev is None:
             if now - last_heard >= cfg.peer_timeout_s:
-                raise RoundFailed(f"round {round_} tensor {spec.tensor_id}: nothing from "
-                                  f"{link.name} for {now - last_heard:.1f} s "
-                                  f"({state.received}/{state.count} chunks)")  # fmt: skip
+                raise RoundFailed(
+                    f"round {round_} tensor {spec.tensor_id}: nothing from "
+                    f"{link.name} for {now - last_heard:.1f} s "
+                    f"({state.received}/{state.count} chunks)"
+                )
             continue
         if ev.key < key:
             _count(link, drops, ChunkDrop.WRONG_ROUND.value)
@@ -225,10 +246,20 @@ def recv_tensor(link: DblpLink, round_: int, spec: TensorSpec,
             _drain(link, state, drops, cfg.probe_grace_s)
             if not state.done and ev.seq not in answered:
                 answered.add(ev.seq)
-                link.send_control(Control(ControlKind.BITMAP, round_, spec.tensor_id, ev.attempt,
-                                          state.count, state.received, state.bound_ppm or 0,
-                                          ev.seq, state.bitmap()),
-                                  reliable=ev.attempt not in answered_attempts)  # fmt: skip
+                link.send_control(
+                    Control(
+                        ControlKind.BITMAP,
+                        round_,
+                        spec.tensor_id,
+                        ev.attempt,
+                        state.count,
+                        state.received,
+                        state.bound_ppm or 0,
+                        ev.seq,
+                        state.bitmap(),
+                    ),
+                    reliable=ev.attempt not in answered_attempts,
+                )
                 answered_attempts.add(ev.attempt)
         else:
             reason = state.accept(ev)
@@ -237,13 +268,30 @@ def recv_tensor(link: DblpLink, round_: int, spec: TensorSpec,
         complete = state.received == state.count
         if complete or (state.done and (isinstance(ev, Control) or unprompted)):
             _drain(link, state, drops)
-            stop = Control(ControlKind.STOP, round_, spec.tensor_id, 0, state.count,
-                           state.received, state.bound_ppm or 0)  # fmt: skip
+            stop = Control(
+                ControlKind.STOP,
+                round_,
+                spec.tensor_id,
+                0,
+                state.count,
+                state.received,
+                state.bound_ppm or 0,
+            )
             link.finished(stop)
             link.send_control(stop)
             end = time.monotonic()
-            return RecvReport(round_, spec.tensor_id, state.result(), state.count, state.received,
-                              state.bound, first - t0, end - first, probes, drops)  # fmt: skip
+            return RecvReport(
+                round_,
+                spec.tensor_id,
+                state.result(),
+                state.count,
+                state.received,
+                state.bound,
+                first - t0,
+                end - first,
+                probes,
+                drops,
+            )
 
 
 def _drain(link: DblpLink, state: ReceiveState, drops: dict[str, int], wait_s: float = 0.0) -> None:

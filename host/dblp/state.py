@@ -33,8 +33,9 @@ class ReceiveState:
             first chunk or probe).
     """
 
-    def __init__(self, round_: int, spec: TensorSpec, chunk_elems: int,
-                 bound_ppm: int | None) -> None:  # fmt: skip
+    def __init__(
+        self, round_: int, spec: TensorSpec, chunk_elems: int, bound_ppm: int | None
+    ) -> None:
         self.round = round_
         self.spec = spec
         self.chunk_elems = chunk_elems
@@ -78,7 +79,7 @@ class ReceiveState:
             return ChunkDrop.DUPLICATE
         start = chunk.index * self.chunk_elems
         values = np.frombuffer(chunk.payload, dtype=self.spec.np_dtype)
-        self.flat[start:start + len(values)] = values
+        self.flat[start : start + len(values)] = values
         self.got[chunk.index] = 1
         self.received += 1
         if self.bound_ppm is None:
@@ -102,9 +103,10 @@ class ReceiveState:
 
     def received_mask(self) -> np.ndarray:
         """Per element: whether its chunk arrived."""
-        mask = np.repeat(np.frombuffer(bytes(self.got), dtype=np.uint8).astype(bool),
-                         self.chunk_elems)  # fmt: skip
-        return mask[:self.spec.numel].reshape(self.spec.shape)
+        mask = np.repeat(
+            np.frombuffer(bytes(self.got), dtype=np.uint8).astype(bool), self.chunk_elems
+        )
+        return mask[: self.spec.numel].reshape(self.spec.shape)
 
 
 def missing_chunks(bitmap: Control) -> list[int]:

@@ -46,15 +46,22 @@ class NsccWindow:
     def window_bytes(self) -> int:
         return int(self.cwnd) if self.cfg.enabled else self.cfg.initial_cwnd_bytes
 
-    def on_ack(self, now: float, acked_bytes: int, rtt_s: float | None, ce: bool,
-               inflight_bytes: int | None = None) -> None:  # fmt: skip
+    def on_ack(
+        self,
+        now: float,
+        acked_bytes: int,
+        rtt_s: float | None,
+        ce: bool,
+        inflight_bytes: int | None = None,
+    ) -> None:
         """Newly acknowledged bytes, with the ACK's RTT sample (None if it had none) and the
         bytes that were in flight when it arrived (None: assume the window was in use)."""
         self._achieved += acked_bytes
         if not self.cfg.enabled or rtt_s is None:
             return
-        self._validated = (inflight_bytes is None
-                           or inflight_bytes >= self.cfg.validated_fraction * self.cwnd)  # fmt: skip
+        self._validated = (
+            inflight_bytes is None or inflight_bytes >= self.cfg.validated_fraction * self.cwnd
+        )
         if self.cfg.base_rtt_us <= 0 and (self.base_rtt == 0.0 or rtt_s < self.base_rtt):
             self.base_rtt = rtt_s
         delay = max(0.0, rtt_s - self.base_rtt)

@@ -153,7 +153,13 @@ def fabric_config(**overrides: object) -> MrcConfig:
 
 def loopback_config(**overrides: object) -> MrcConfig:
     """Settings for loopback runs: large datagrams, no ECN (nothing marks), delay-based CC."""
-    base = MrcConfig(payload_bytes=LOOPBACK_PAYLOAD_BYTES,
-                     cc=CcConfig(ecn_enabled=False, target_qdelay_us=5_000.0,
-                                 initial_cwnd_bytes=512 * 1024, max_cwnd_bytes=2 * 1024 * 1024))  # fmt: skip
+    base = MrcConfig(
+        payload_bytes=LOOPBACK_PAYLOAD_BYTES,
+        cc=CcConfig(
+            ecn_enabled=False,
+            target_qdelay_us=5_000.0,
+            initial_cwnd_bytes=512 * 1024,
+            max_cwnd_bytes=2 * 1024 * 1024,
+        ),
+    )
     return replace(base, **overrides)  # type: ignore[arg-type]

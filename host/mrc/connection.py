@@ -43,11 +43,15 @@ RETRY_AFTER_S = 0.0005
 
 # DATA flags by (reliable, retransmission, last packet of the message)
 _FLAGS: dict[tuple[bool, bool, bool], int] = {
-    (rel, retx, last): int((Flag.NONE if rel else Flag.UNRELIABLE)
-                           | (Flag.RETRANSMIT if retx else Flag.NONE)
-                           | (Flag.ACK_NOW if last else Flag.NONE))
-    for rel in (False, True) for retx in (False, True) for last in (False, True)
-}  # fmt: skip
+    (rel, retx, last): int(
+        (Flag.NONE if rel else Flag.UNRELIABLE)
+        | (Flag.RETRANSMIT if retx else Flag.NONE)
+        | (Flag.ACK_NOW if last else Flag.NONE)
+    )
+    for rel in (False, True)
+    for retx in (False, True)
+    for last in (False, True)
+}
 
 
 def us(now: float) -> int:
@@ -92,8 +96,17 @@ class ConnectionCore:
         recorder: where EV state changes, RTOs and errors go (None: nowhere).
     """
 
-    def __init__(self, cfg: MrcConfig, *, local_host: int, peer_host: int, conn_id: int,
-                 evs: Sequence[Ev], now: float, recorder: Recorder | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: MrcConfig,
+        *,
+        local_host: int,
+        peer_host: int,
+        conn_id: int,
+        evs: Sequence[Ev],
+        now: float,
+        recorder: Recorder | None = None,
+    ) -> None:
         self.cfg = cfg
         self.local_host = local_host
         self.peer_host = peer_host
@@ -132,7 +145,8 @@ class ConnectionCore:
                 self.sender.on_ack(pkt, now, us(now))
             case ProbePacket():
                 self.receiver.replies.append(
-                    Reply(PacketType.PROBE_ACK, 0, pkt.probe_seq, pkt.ts_us, pkt.ev))
+                    Reply(PacketType.PROBE_ACK, 0, pkt.probe_seq, pkt.ts_us, pkt.ev)
+                )
             case FloorPacket():
                 self.receiver.on_floor(pkt)
 
@@ -164,9 +178,17 @@ class ConnectionCore:
                 if other is not None:
                     self._reply(reply, now, other)
         for path, seq in self.evs.probes_due(now):
-            self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
-                                          dst_host=self.peer_host, conn_id=self.conn_id,
-                                          probe_seq=seq, ts_us=us(now)))  # fmt: skip
+            self._send(
+                path,
+                encode_probe(
+                    ev=path.ev.ev_id,
+                    src_host=self.local_host,
+                    dst_host=self.peer_host,
+                    conn_id=self.conn_id,
+                    probe_seq=seq,
+                    ts_us=us(now),
+                ),
+            )
         if s.floor_due(now):
             self._send_floor(now)
         if s.has_data() and not s.flight and now >= self._persist_at():
@@ -178,7 +200,9 @@ class ConnectionCore:
     def _pto_at(self) -> float:
         """Tail-loss probe time: nothing heard for ~2 RTTs (doubling per unanswered probe)."""
         srtt = self.sender.srtt or self.cfg.rto_initial_ms / 1e3
-        return self.last_rx + max(2 * srtt, 2 * self.cfg.reorder_min_ms / 1e3) * (1 << self.pto_count)
+        return self.last_rx + max(2 * srtt, 2 * self.cfg.reorder_min_ms / 1e3) * (
+            1 << self.pto_count
+        )
 
     def _tail_probe(self, now: float) -> None:
         """Packets are in flight but nothing came back (their ACKs may have taken a path
@@ -186,9 +210,17 @@ class ConnectionCore:
         self.pto_count = min(self.pto_count + 1, 16)
         path = self.evs.pick(now)
         if path is not None:
-            self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
-                                          dst_host=self.peer_host, conn_id=self.conn_id,
-                                          probe_seq=self.evs.next_probe_seq(), ts_us=us(now)))  # fmt: skip
+            self._send(
+                path,
+                encode_probe(
+                    ev=path.ev.ev_id,
+                    src_host=self.local_host,
+                    dst_host=self.peer_host,
+                    conn_id=self.conn_id,
+                    probe_seq=self.evs.next_probe_seq(),
+                    ts_us=us(now),
+                ),
+            )
 
     def _persist_at(self) -> float:
         return max(self.last_persist, self.last_rx) + self.cfg.persist_interval_ms / 1e3
@@ -212,11 +244,22 @@ class ConnectionCore:
             if p.pcrc is None:
                 p.pcrc = zlib.crc32(payload)
             flags = _FLAGS[(msg.reliable, retx, p.index == msg.npkts - 1)]
-            data = encode_data(flags=flags, ev=path.ev.ev_id, src_host=self.local_host,
-                               dst_host=self.peer_host, conn_id=self.conn_id, psn=p.psn,
-                               msg_id=msg.msg_id, msg_len=msg.msg_len, index=p.index, ts_us=ts,
-                               stride=msg.stride, digest=msg.digest, payload=payload,
-                               pcrc=p.pcrc)  # fmt: skip
+            data = encode_data(
+                flags=flags,
+                ev=path.ev.ev_id,
+                src_host=self.local_host,
+                dst_host=self.peer_host,
+                conn_id=self.conn_id,
+                psn=p.psn,
+                msg_id=msg.msg_id,
+                msg_len=msg.msg_len,
+                index=p.index,
+                ts_us=ts,
+                stride=msg.stride,
+                digest=msg.digest,
+                payload=payload,
+                pcrc=p.pcrc,
+            )
             if not self._tx(path.ev, data):
                 s.unsend(p, now, RETRY_AFTER_S)
                 return
@@ -231,12 +274,25 @@ class ConnectionCore:
             path = self.evs.for_reply(reply.echo_ev, now)
         if path is None:
             return None
-        self._send(path, encode_ack(ptype=reply.ptype, flags=reply.flags, ev=path.ev.ev_id,
-                                    src_host=self.local_host, dst_host=self.peer_host,
-                                    conn_id=self.conn_id, cum=r.cum, credit=r.credit,
-                                    echo_psn=reply.echo_psn, echo_ts=reply.echo_ts,
-                                    echo_ev=reply.echo_ev, unrel_done=r.unrel_done,
-                                    bitmap=r.mask, max_bits=self.cfg.sack_bits))  # fmt: skip
+        self._send(
+            path,
+            encode_ack(
+                ptype=reply.ptype,
+                flags=reply.flags,
+                ev=path.ev.ev_id,
+                src_host=self.local_host,
+                dst_host=self.peer_host,
+                conn_id=self.conn_id,
+                cum=r.cum,
+                credit=r.credit,
+                echo_psn=reply.echo_psn,
+                echo_ts=reply.echo_ts,
+                echo_ev=reply.echo_ev,
+                unrel_done=r.unrel_done,
+                bitmap=r.mask,
+                max_bits=self.cfg.sack_bits,
+            ),
+        )
         return path
 
     def _send_floor(self, now: float) -> None:
@@ -245,10 +301,18 @@ class ConnectionCore:
             return
         s = self.sender
         floor = s.floor()
-        self._send(path, encode_floor(ev=path.ev.ev_id, src_host=self.local_host,
-                                      dst_host=self.peer_host, conn_id=self.conn_id, floor=floor,
-                                      unrel_done=s.unrel_done,
-                                      unrel_done_bytes=s.unrel_done_bytes))  # fmt: skip
+        self._send(
+            path,
+            encode_floor(
+                ev=path.ev.ev_id,
+                src_host=self.local_host,
+                dst_host=self.peer_host,
+                conn_id=self.conn_id,
+                floor=floor,
+                unrel_done=s.unrel_done,
+                unrel_done_bytes=s.unrel_done_bytes,
+            ),
+        )
         s.floor_sent(floor, now)
 
     def _persist(self, now: float) -> None:
@@ -256,9 +320,17 @@ class ConnectionCore:
         the next EV asks the peer for an ACK with its current credit."""
         self.last_persist = now
         path = self.evs.pick(now) or next(iter(self.evs.paths))
-        self._send(path, encode_probe(ev=path.ev.ev_id, src_host=self.local_host,
-                                      dst_host=self.peer_host, conn_id=self.conn_id,
-                                      probe_seq=self.evs.next_probe_seq(), ts_us=us(now)))  # fmt: skip
+        self._send(
+            path,
+            encode_probe(
+                ev=path.ev.ev_id,
+                src_host=self.local_host,
+                dst_host=self.peer_host,
+                conn_id=self.conn_id,
+                probe_seq=self.evs.next_probe_seq(),
+                ts_us=us(now),
+            ),
+        )
 
     def _send(self, path: EvPath, data: bytes) -> None:
         self._tx(path.ev, data)
@@ -274,8 +346,13 @@ class ConnectionCore:
             return now
         if s.ready(now):
             return now
-        t = min(r.ack_due, s.rack_deadline, s.rto_deadline(), self.evs.next_deadline(),
-                s.floor_deadline())
+        t = min(
+            r.ack_due,
+            s.rack_deadline,
+            s.rto_deadline(),
+            self.evs.next_deadline(),
+            s.floor_deadline(),
+        )
         if s.has_data() and not s.send_blocked and s.retry_at > now:
             t = min(t, s.retry_at)
         if s.has_data() and not s.flight:
@@ -317,20 +394,49 @@ class ConnectionCore:
     def sample(self, now: float, recorder: Recorder) -> None:
         cwnd = self.cc.window_bytes
         for p in self.evs.paths:
-            recorder.add_sample(EvSample(now, self.local_host, self.conn_id, p.ev.ev_id,
-                                         p.ev.plane, p.state.value, p.bytes_acked, p.losses,
-                                         p.srtt * 1e6, cwnd))  # fmt: skip
+            recorder.add_sample(
+                EvSample(
+                    now,
+                    self.local_host,
+                    self.conn_id,
+                    p.ev.ev_id,
+                    p.ev.plane,
+                    p.state.value,
+                    p.bytes_acked,
+                    p.losses,
+                    p.srtt * 1e6,
+                    cwnd,
+                )
+            )
 
     def stats(self) -> ConnStats:
         s, r = self.sender, self.receiver
         drops = Counter({k.value: v for k, v in r.drops.items()})
         drops.update(self.drops)
-        return ConnStats(self.conn_id, self.peer_host, self.cc.window_bytes, s.srtt * 1e6,
-                         s.rto * 1e3, s.inflight_bytes, s.packets_sent, s.retransmits,
-                         s.losses[LossCause.RACK], s.losses[LossCause.RTO],
-                         s.losses[LossCause.NACK], s.losses[LossCause.EV_DOWN], s.nacks,
-                         s.rto_events, r.packets_received, r.duplicates, r.trimmed, r.messages_delivered, r.bytes_delivered,
-                         r.buffered_bytes, s.queued_bytes, dict(drops))  # fmt: skip
+        return ConnStats(
+            self.conn_id,
+            self.peer_host,
+            self.cc.window_bytes,
+            s.srtt * 1e6,
+            s.rto * 1e3,
+            s.inflight_bytes,
+            s.packets_sent,
+            s.retransmits,
+            s.losses[LossCause.RACK],
+            s.losses[LossCause.RTO],
+            s.losses[LossCause.NACK],
+            s.losses[LossCause.EV_DOWN],
+            s.nacks,
+            s.rto_events,
+            r.packets_received,
+            r.duplicates,
+            r.trimmed,
+            r.messages_delivered,
+            r.bytes_delivered,
+            r.buffered_bytes,
+            s.queued_bytes,
+            dict(drops),
+        )
 
 
 def _no_transmit(ev: Ev, data: bytes) -> bool:

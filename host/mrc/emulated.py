@@ -72,21 +72,36 @@ def emulated_fabric_config(link_mbps: float) -> MrcConfig:
     """
     cfg = fabric_config()
     pkt_us = packet_time_us(link_mbps)
-    cc = replace(cfg.cc, target_qdelay_us=max(cfg.cc.target_qdelay_us, TARGET_QDELAY_PACKETS * pkt_us),
-                 qa_threshold_us=max(cfg.cc.qa_threshold_us, QA_THRESHOLD_PACKETS * pkt_us),
-                 initial_cwnd_bytes=min(cfg.cc.initial_cwnd_bytes,
-                                        INITIAL_WINDOW_PACKETS * cfg.payload_bytes),
-                 fair_increase_bytes=min(cfg.cc.fair_increase_bytes,
-                                         FAIR_INCREASE_PACKETS * cfg.payload_bytes),
-                 base_rtt_us=BASE_RTT_PACKETS * pkt_us, gamma=MD_GAMMA,
-                 max_md_fraction=MAX_MD_FRACTION,
-                 proportional_gain=PROPORTIONAL_GAIN)  # fmt: skip
-    ev = replace(cfg.ev, probe_timeout_ms=max(cfg.ev.probe_timeout_ms,
-                                              PROBE_TIMEOUT_PACKETS * pkt_us / 1e3),
-                 probe_max_interval_ms=max(cfg.ev.probe_max_interval_ms,
-                                           PROBE_TIMEOUT_PACKETS * pkt_us / 1e3))  # fmt: skip
+    cc = replace(
+        cfg.cc,
+        target_qdelay_us=max(cfg.cc.target_qdelay_us, TARGET_QDELAY_PACKETS * pkt_us),
+        qa_threshold_us=max(cfg.cc.qa_threshold_us, QA_THRESHOLD_PACKETS * pkt_us),
+        initial_cwnd_bytes=min(
+            cfg.cc.initial_cwnd_bytes, INITIAL_WINDOW_PACKETS * cfg.payload_bytes
+        ),
+        fair_increase_bytes=min(
+            cfg.cc.fair_increase_bytes, FAIR_INCREASE_PACKETS * cfg.payload_bytes
+        ),
+        base_rtt_us=BASE_RTT_PACKETS * pkt_us,
+        gamma=MD_GAMMA,
+        max_md_fraction=MAX_MD_FRACTION,
+        proportional_gain=PROPORTIONAL_GAIN,
+    )
+    ev = replace(
+        cfg.ev,
+        probe_timeout_ms=max(cfg.ev.probe_timeout_ms, PROBE_TIMEOUT_PACKETS * pkt_us / 1e3),
+        probe_max_interval_ms=max(
+            cfg.ev.probe_max_interval_ms, PROBE_TIMEOUT_PACKETS * pkt_us / 1e3
+        ),
+    )
     ack_delay_ms = max(cfg.ack_delay_ms, ACK_DELAY_PACKETS * pkt_us / 1e3)
     rto_initial_ms = max(cfg.rto_initial_ms, RTO_INITIAL_PACKETS * pkt_us / 1e3)
-    return replace(cfg, cc=cc, ev=ev, ack_delay_ms=ack_delay_ms, rto_initial_ms=rto_initial_ms,
-                   ack_on_reorder=False,
-                   ack_every_ce=False)
+    return replace(
+        cfg,
+        cc=cc,
+        ev=ev,
+        ack_delay_ms=ack_delay_ms,
+        rto_initial_ms=rto_initial_ms,
+        ack_on_reorder=False,
+        ack_every_ce=False,
+    )

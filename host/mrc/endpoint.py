@@ -117,8 +117,9 @@ class Connection:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def send(self, data: object, *, reliable: bool = True,
-             timeout: float | None = None) -> SendHandle:  # fmt: skip
+    def send(
+        self, data: object, *, reliable: bool = True, timeout: float | None = None
+    ) -> SendHandle:
         """Queue one message; returns at once unless ``max_send_queue_bytes`` are queued.
 
         Args:
@@ -135,18 +136,27 @@ class Connection:
         if len(buf) > cfg.max_message_bytes:
             raise MessageTooLarge(f"{len(buf)} bytes > max_message_bytes {cfg.max_message_bytes}")
         with self._cv:
-            wait_until(self._cv, lambda: not (self._queued_bytes and self._queued_bytes + len(buf)
-                                              > cfg.max_send_queue_bytes),
-                       timeout, self._raise_if_ended,
-                       f"send queue full ({self._queued_bytes} bytes)")  # fmt: skip
+            wait_until(
+                self._cv,
+                lambda: (
+                    not (
+                        self._queued_bytes
+                        and self._queued_bytes + len(buf) > cfg.max_send_queue_bytes
+                    )
+                ),
+                timeout,
+                self._raise_if_ended,
+                f"send queue full ({self._queued_bytes} bytes)",
+            )
             self._raise_if_ended()
             self._queued_bytes += len(buf)
             token = self._next_token
             self._next_token += 1
             handle = self._handles[token] = SendHandle(token, len(buf))
         digest = digest_of(buf)
-        self._ep._command(lambda core, now: core.submit(token, buf, digest, reliable, now),
-                          self._key)  # fmt: skip
+        self._ep._command(
+            lambda core, now: core.submit(token, buf, digest, reliable, now), self._key
+        )
         return handle
 
     def flush(self, timeout: float | None = None) -> None:
@@ -179,8 +189,13 @@ class Connection:
 
     def _take(self, queue: deque[T], timeout: float | None) -> T:
         with self._cv:
-            wait_until(self._cv, lambda: bool(queue), timeout, self._raise_if_ended,
-                       f"no message within {timeout} s")  # fmt: skip
+            wait_until(
+                self._cv,
+                lambda: bool(queue),
+                timeout,
+                self._raise_if_ended,
+                f"no message within {timeout} s",
+            )
             return queue.popleft()
 
     def _release(self, nbytes: int) -> None:
@@ -257,9 +272,17 @@ class Endpoint:
         sample_interval_ms: per-EV samples into the recorder this often (0 = never).
     """
 
-    def __init__(self, network: Network, host_id: int, routes: RouteTable,
-                 config: MrcConfig | None = None, *, listen: bool = True,
-                 recorder: Recorder | None = None, sample_interval_ms: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        network: Network,
+        host_id: int,
+        routes: RouteTable,
+        config: MrcConfig | None = None,
+        *,
+        listen: bool = True,
+        recorder: Recorder | None = None,
+        sample_interval_ms: float = 0.0,
+    ) -> None:
         self.network = network
         self.host_id = host_id
         self.routes = routes
@@ -312,8 +335,13 @@ class Endpoint:
             TransportTimeout: none within ``timeout`` seconds.
         """
         with self._accept_cv:
-            wait_until(self._accept_cv, lambda: bool(self._accept_q), timeout,
-                       self._raise_if_closed, f"no connection within {timeout} s")  # fmt: skip
+            wait_until(
+                self._accept_cv,
+                lambda: bool(self._accept_q),
+                timeout,
+                self._raise_if_closed,
+                f"no connection within {timeout} s",
+            )
             return self._accept_q.popleft()
 
     def connections(self) -> list[Connection]:
@@ -324,8 +352,14 @@ class Endpoint:
             drops = Counter({k.value: v for k, v in self._drops.items()})
             for core in self._cores.values():
                 drops.update(core.stats().drops)
-            return EndpointStats(self.host_id, len(self._cores), self._in, self._out, dict(drops),
-                                 self._internal_errors)  # fmt: skip
+            return EndpointStats(
+                self.host_id,
+                len(self._cores),
+                self._in,
+                self._out,
+                dict(drops),
+                self._internal_errors,
+            )
 
         return self._run_in_loop(collect)
 
@@ -368,8 +402,9 @@ class Endpoint:
             except (BlockingIOError, OSError):
                 pass
 
-    def _command(self, fn: Callable[[ConnectionCore, float], object], key: _Key,
-                 quiet: bool = False) -> None:  # fmt: skip
+    def _command(
+        self, fn: Callable[[ConnectionCore, float], object], key: _Key, quiet: bool = False
+    ) -> None:
         def run() -> None:
             core = self._cores.get(key)
             if core is not None:
@@ -415,11 +450,21 @@ class Endpoint:
 
     def _add_core(self, key: _Key, evs: tuple[Ev, ...]) -> ConnectionCore:
         now = time.monotonic()
-        core = ConnectionCore(self.config, local_host=self.host_id, peer_host=key[0],
-                              conn_id=key[1], evs=evs, now=now, recorder=self.recorder)  # fmt: skip
+        core = ConnectionCore(
+            self.config,
+            local_host=self.host_id,
+            peer_host=key[0],
+            conn_id=key[1],
+            evs=evs,
+            now=now,
+            recorder=self.recorder,
+        )
         self._cores[key] = core
-        self.recorder.add(Event(now, self.host_id, key[1], EventKind.CONNECT, -1, float(key[0]),
-                                f"{len(evs)} EVs"))  # fmt: skip
+        self.recorder.add(
+            Event(
+                now, self.host_id, key[1], EventKind.CONNECT, -1, float(key[0]), f"{len(evs)} EVs"
+            )
+        )
         return core
 
     def _transmit(self, ev: Ev, data: bytes) -> bool:
@@ -447,8 +492,17 @@ class Endpoint:
                 self._poll_all(time.monotonic())
         except BaseException as e:  # the loop itself broke: fail everything, visibly
             self._internal_errors += 1
-            self.recorder.add(Event(time.monotonic(), self.host_id, 0, EventKind.ERROR, -1, 0.0,
-                                    "I/O thread died: " + "".join(traceback.format_exception(e))))  # fmt: skip
+            self.recorder.add(
+                Event(
+                    time.monotonic(),
+                    self.host_id,
+                    0,
+                    EventKind.ERROR,
+                    -1,
+                    0.0,
+                    "I/O thread died: " + "".join(traceback.format_exception(e)),
+                )
+            )
             err = ConnectionFailed(f"I/O thread of host {self.host_id} died: {e!r}")
             for conn in list(self._conns.values()):
                 conn._end(err)
@@ -503,8 +557,12 @@ class Endpoint:
             self._internal_error(key[1], e)
 
     def _maybe_accept(self, key: _Key, pkt: object) -> ConnectionCore | None:
-        if (not self.listen or not isinstance(pkt, DataPacket | ProbePacket)
-                or key[0] not in self.routes or len(self._cores) >= self.config.max_connections):  # fmt: skip
+        if (
+            not self.listen
+            or not isinstance(pkt, DataPacket | ProbePacket)
+            or key[0] not in self.routes
+            or len(self._cores) >= self.config.max_connections
+        ):
             return None
         try:
             evs = self.routes.evs(key[0])
@@ -540,8 +598,17 @@ class Endpoint:
             done, s.completed = s.completed, []
             conn._complete(done)
             for o in done:
-                self.recorder.add(Event(time.monotonic(), self.host_id, key[1], EventKind.MESSAGE,
-                                        -1, o.completion_s, f"{o.msg_len} B"))  # fmt: skip
+                self.recorder.add(
+                    Event(
+                        time.monotonic(),
+                        self.host_id,
+                        key[1],
+                        EventKind.MESSAGE,
+                        -1,
+                        o.completion_s,
+                        f"{o.msg_len} B",
+                    )
+                )
         if r.ready or r.partial:
             ready, partial = list(r.ready), list(r.partial)
             r.ready.clear()
@@ -553,5 +620,14 @@ class Endpoint:
     def _internal_error(self, conn_id: int, e: BaseException) -> None:
         self._internal_errors += 1
         self._drops[DropReason.INTERNAL_ERROR] += 1
-        self.recorder.add(Event(time.monotonic(), self.host_id, conn_id, EventKind.ERROR, -1, 0.0,
-                                "".join(traceback.format_exception(e))))  # fmt: skip
+        self.recorder.add(
+            Event(
+                time.monotonic(),
+                self.host_id,
+                conn_id,
+                EventKind.ERROR,
+                -1,
+                0.0,
+                "".join(traceback.format_exception(e)),
+            )
+        )

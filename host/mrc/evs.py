@@ -99,11 +99,32 @@ class EvStats:
 class EvPath:
     """Mutable per-EV state (owned by the I/O thread)."""
 
-    __slots__ = ("ev", "state", "penalty", "penalty_t", "srtt", "rttvar", "min_rtt",
-                 "packets_sent", "bytes_sent", "retransmits_sent", "packets_acked",
-                 "bytes_acked", "losses", "nacks", "ecn_marks", "probes_sent", "probes_ok",
-                 "probes_lost", "state_changes", "probe_seq", "probe_deadline", "next_probe",
-                 "probe_interval", "weight")  # fmt: skip
+    __slots__ = (
+        "ev",
+        "state",
+        "penalty",
+        "penalty_t",
+        "srtt",
+        "rttvar",
+        "min_rtt",
+        "packets_sent",
+        "bytes_sent",
+        "retransmits_sent",
+        "packets_acked",
+        "bytes_acked",
+        "losses",
+        "nacks",
+        "ecn_marks",
+        "probes_sent",
+        "probes_ok",
+        "probes_lost",
+        "state_changes",
+        "probe_seq",
+        "probe_deadline",
+        "next_probe",
+        "probe_interval",
+        "weight",
+    )
 
     def __init__(self, ev: Ev) -> None:
         self.ev = ev
@@ -135,8 +156,14 @@ class EvTable:
         hash_key: the connection's identity, for the HASHED policy's choice.
     """
 
-    def __init__(self, evs: Sequence[Ev], cfg: EvConfig, *, notify: Notify | None = None,
-                 hash_key: bytes = b"") -> None:  # fmt: skip
+    def __init__(
+        self,
+        evs: Sequence[Ev],
+        cfg: EvConfig,
+        *,
+        notify: Notify | None = None,
+        hash_key: bytes = b"",
+    ) -> None:
         if not evs:
             raise ValueError("a connection needs at least one EV")
         self.cfg = cfg
@@ -371,14 +398,31 @@ class EvTable:
         return p.srtt, p.rttvar
 
     def snapshot(self, now: float) -> tuple[EvStats, ...]:
-        return tuple(EvStats(p.ev.ev_id, p.ev.plane, p.ev.spine, p.state,
-                             p.weight if p.state is EvState.GOOD else 0.0,
-                             self._penalty(p, now), p.srtt * 1e6,
-                             p.min_rtt * 1e6 if p.min_rtt < math.inf else 0.0,
-                             p.packets_sent, p.bytes_sent, p.retransmits_sent, p.packets_acked,
-                             p.bytes_acked, p.losses, p.nacks, p.ecn_marks, p.probes_sent,
-                             p.probes_ok, p.probes_lost, p.state_changes)
-                     for p in self.paths)  # fmt: skip
+        return tuple(
+            EvStats(
+                p.ev.ev_id,
+                p.ev.plane,
+                p.ev.spine,
+                p.state,
+                p.weight if p.state is EvState.GOOD else 0.0,
+                self._penalty(p, now),
+                p.srtt * 1e6,
+                p.min_rtt * 1e6 if p.min_rtt < math.inf else 0.0,
+                p.packets_sent,
+                p.bytes_sent,
+                p.retransmits_sent,
+                p.packets_acked,
+                p.bytes_acked,
+                p.losses,
+                p.nacks,
+                p.ecn_marks,
+                p.probes_sent,
+                p.probes_ok,
+                p.probes_lost,
+                p.state_changes,
+            )
+            for p in self.paths
+        )
 
 
 def _smooth_wrr(paths: list[EvPath], slots: int) -> list[EvPath]:

@@ -72,8 +72,18 @@ def digest_of(data: bytes | bytearray | memoryview) -> bytes:
 
 
 class InMessage:
-    __slots__ = ("msg_id", "reliable", "msg_len", "stride", "npkts", "digest", "first_psn", "buf",
-                 "got", "count")  # fmt: skip
+    __slots__ = (
+        "msg_id",
+        "reliable",
+        "msg_len",
+        "stride",
+        "npkts",
+        "digest",
+        "first_psn",
+        "buf",
+        "got",
+        "count",
+    )
 
     def __init__(self, p: DataPacket, reliable: bool) -> None:
         self.msg_id = p.msg_id
@@ -88,8 +98,12 @@ class InMessage:
         self.count = 0
 
     def matches(self, p: DataPacket) -> bool:
-        return (p.msg_len == self.msg_len and p.stride == self.stride and p.digest == self.digest
-                and p.psn - p.index == self.first_psn)  # fmt: skip
+        return (
+            p.msg_len == self.msg_len
+            and p.stride == self.stride
+            and p.digest == self.digest
+            and p.psn - p.index == self.first_psn
+        )
 
 
 class Receiver:
@@ -197,12 +211,17 @@ class Receiver:
         table = self.rel if reliable else self.unrel
         m = table.get(p.msg_id)
         if m is None:
-            if (p.msg_id < self.rel_next or p.msg_id in self.rel_complete) if reliable else (
-                    p.msg_id < self.unrel_done or p.msg_id in self.unrel_reported):  # fmt: skip
+            if (
+                (p.msg_id < self.rel_next or p.msg_id in self.rel_complete)
+                if reliable
+                else (p.msg_id < self.unrel_done or p.msg_id in self.unrel_reported)
+            ):
                 self.late += 1
                 return DropReason.INCONSISTENT
-            if (p.msg_len > self.cfg.max_message_bytes
-                    or self.buffered_bytes + p.msg_len > self.cfg.max_recv_buffer_bytes):  # fmt: skip
+            if (
+                p.msg_len > self.cfg.max_message_bytes
+                or self.buffered_bytes + p.msg_len > self.cfg.max_recv_buffer_bytes
+            ):
                 return DropReason.NO_BUFFER
             m = table[p.msg_id] = InMessage(p, reliable)
             self.buffered_bytes += p.msg_len
@@ -213,7 +232,7 @@ class Receiver:
         if m.got[p.index]:
             return DropReason.INCONSISTENT  # same packet under another PSN
         off = p.index * p.stride
-        m.buf[off:off + len(p.payload)] = p.payload
+        m.buf[off : off + len(p.payload)] = p.payload
         m.got[p.index] = 1
         m.count += 1
         if m.count == m.npkts:
@@ -244,8 +263,9 @@ class Receiver:
         self.unrel_reported.add(m.msg_id)
         arrived = tuple(i for i, g in enumerate(m.got) if g)
         ok = digest_of(m.buf) == m.digest if m.count == m.npkts else None
-        self.partial.append(PartialMessage(m.msg_id, bytes(m.buf), m.msg_len, m.stride, m.npkts,
-                                           arrived, ok))  # fmt: skip
+        self.partial.append(
+            PartialMessage(m.msg_id, bytes(m.buf), m.msg_len, m.stride, m.npkts, arrived, ok)
+        )
         self.messages_delivered += 1
         self.bytes_delivered += m.msg_len
 

@@ -74,16 +74,24 @@ class Recorder:
         self._samples.append(sample)
 
     def events(self, kind: EventKind | None = None, conn_id: int | None = None) -> list[Event]:
-        return [e for e in list(self._events)
-                if (kind is None or e.kind is kind) and (conn_id is None or e.conn_id == conn_id)]  # fmt: skip
+        return [
+            e
+            for e in list(self._events)
+            if (kind is None or e.kind is kind) and (conn_id is None or e.conn_id == conn_id)
+        ]
 
     def samples(self, conn_id: int | None = None) -> list[EvSample]:
         return [s for s in list(self._samples) if conn_id is None or s.conn_id == conn_id]
 
     def write_events_csv(self, path: str | pathlib.Path) -> None:
-        _write(path, [f.name for f in fields(Event)],
-               [(e.t_s, e.host, e.conn_id, e.kind.value, e.ev, e.value, e.detail)
-                for e in self.events()])  # fmt: skip
+        _write(
+            path,
+            [f.name for f in fields(Event)],
+            [
+                (e.t_s, e.host, e.conn_id, e.kind.value, e.ev, e.value, e.detail)
+                for e in self.events()
+            ],
+        )
 
     def write_samples_csv(self, path: str | pathlib.Path) -> None:
         _write(path, [f.name for f in fields(EvSample)], [astuple(s) for s in self.samples()])

@@ -45,13 +45,35 @@ class LossCause(enum.Enum):
 
 
 class OutMessage:
-    __slots__ = ("token", "msg_id", "reliable", "data", "msg_len", "digest", "stride", "npkts",
-                 "submitted",
-                 "next_index", "first_psn", "acked", "abandoned", "acked_flags", "retransmits",
-                 "done")  # fmt: skip
+    __slots__ = (
+        "token",
+        "msg_id",
+        "reliable",
+        "data",
+        "msg_len",
+        "digest",
+        "stride",
+        "npkts",
+        "submitted",
+        "next_index",
+        "first_psn",
+        "acked",
+        "abandoned",
+        "acked_flags",
+        "retransmits",
+        "done",
+    )
 
-    def __init__(self, token: int, msg_id: int, reliable: bool, data: bytes, digest: bytes,
-                 stride: int, submitted: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        token: int,
+        msg_id: int,
+        reliable: bool,
+        data: bytes,
+        digest: bytes,
+        stride: int,
+        submitted: float,
+    ) -> None:
         self.token = token
         self.msg_id = msg_id
         self.reliable = reliable
@@ -71,8 +93,18 @@ class OutMessage:
 
 
 class SentPacket:
-    __slots__ = ("psn", "msg", "index", "length", "pcrc", "ev", "xmit", "xmit_seq", "ts_us",
-                 "tx_count")
+    __slots__ = (
+        "psn",
+        "msg",
+        "index",
+        "length",
+        "pcrc",
+        "ev",
+        "xmit",
+        "xmit_seq",
+        "ts_us",
+        "tx_count",
+    )
 
     def __init__(self, psn: int, msg: OutMessage, index: int, length: int) -> None:
         self.psn = psn
@@ -89,7 +121,7 @@ class SentPacket:
     @property
     def payload(self) -> memoryview:
         off = self.index * self.msg.stride
-        return memoryview(self.msg.data)[off:off + self.length]
+        return memoryview(self.msg.data)[off : off + self.length]
 
 
 @dataclass(frozen=True)
@@ -109,8 +141,9 @@ class SendOutcome:
 class Sender:
     """Send state of one connection (owned by the endpoint's I/O thread)."""
 
-    def __init__(self, cfg: MrcConfig, evs: EvTable, cc: NsccWindow, notify: Notify,
-                 now: float) -> None:  # fmt: skip
+    def __init__(
+        self, cfg: MrcConfig, evs: EvTable, cc: NsccWindow, notify: Notify, now: float
+    ) -> None:
         self.cfg = cfg
         self.evs = evs
         self.cc = cc
@@ -296,7 +329,9 @@ class Sender:
             self.una = a.cum
         if a.bitmap:
             base = a.cum + 1
-            bits = a.bitmap << (base - self.una) if base >= self.una else a.bitmap >> (self.una - base)
+            bits = (
+                a.bitmap << (base - self.una) if base >= self.una else a.bitmap >> (self.una - base)
+            )
             new = bits & ~self.sacked
             if new:
                 self.sacked |= new
@@ -324,8 +359,9 @@ class Sender:
         else:
             self.rttvar += 0.25 * (abs(self.srtt - rtt) - self.rttvar)
             self.srtt += 0.125 * (rtt - self.srtt)
-        self.rto_base = min(max(self.cfg.rto_min_ms / 1e3, self.srtt + 4 * self.rttvar),
-                            self.cfg.rto_max_ms / 1e3)  # fmt: skip
+        self.rto_base = min(
+            max(self.cfg.rto_min_ms / 1e3, self.srtt + 4 * self.rttvar), self.cfg.rto_max_ms / 1e3
+        )
 
     # -- loss detection ----------------------------------------------------------------------
 
@@ -390,8 +426,11 @@ class Sender:
             return
         self.inflight_bytes -= p.length
         self.losses[cause] += 1
-        evacuate = (cause is not LossCause.NACK and cause is not LossCause.EV_DOWN
-                    and self.evs.on_loss(p.ev, now, cause.value))  # fmt: skip
+        evacuate = (
+            cause is not LossCause.NACK
+            and cause is not LossCause.EV_DOWN
+            and self.evs.on_loss(p.ev, now, cause.value)
+        )
         self._notify(EventKind.LOSS, p.ev, float(p.psn), cause.value)
         self.send_blocked = False
         if p.msg.reliable:
@@ -417,10 +456,23 @@ class Sender:
             return
         msg.done = True
         self.queued_bytes -= msg.msg_len
-        acked = (tuple(range(msg.npkts)) if msg.reliable
-                 else tuple(i for i, f in enumerate(msg.acked_flags) if f))  # fmt: skip
-        self.completed.append(SendOutcome(msg.token, msg.msg_id, msg.reliable, msg.msg_len,
-                                          msg.npkts, acked, now - msg.submitted, msg.retransmits))  # fmt: skip
+        acked = (
+            tuple(range(msg.npkts))
+            if msg.reliable
+            else tuple(i for i, f in enumerate(msg.acked_flags) if f)
+        )
+        self.completed.append(
+            SendOutcome(
+                msg.token,
+                msg.msg_id,
+                msg.reliable,
+                msg.msg_len,
+                msg.npkts,
+                acked,
+                now - msg.submitted,
+                msg.retransmits,
+            )
+        )
         msg.data = b""
         if not msg.reliable:
             while self.unrel_open:
@@ -440,8 +492,9 @@ class Sender:
         """Whether to send a FLOOR datagram now (news, or the last one not yet confirmed)."""
         if self.floor_needed:
             return True
-        unconfirmed = (self.una < self.floor_announced
-                       or self.peer_unrel_done < self.unrel_done_announced)  # fmt: skip
+        unconfirmed = (
+            self.una < self.floor_announced or self.peer_unrel_done < self.unrel_done_announced
+        )
         return unconfirmed and now >= self.floor_sent_at + self.rto
 
     def floor_deadline(self) -> float:
@@ -459,4 +512,3 @@ class Sender:
 
     def outstanding(self) -> bool:
         return bool(self.unacked or self.queue)
-

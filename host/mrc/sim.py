@@ -27,8 +27,11 @@ from host.wire import DATA_HEADER_BYTES, PacketType, WireError, decode
 
 def sim_evs(planes: int = 2, spines: int = 2) -> tuple[Ev, ...]:
     """Synthetic EVs: ``planes`` × ``spines`` paths named by their (plane, spine)."""
-    return tuple(Ev(p * spines + s, p, s, (f"sim:p{p}s{s}", 0), f"sim:p{p}", "")
-                 for p in range(planes) for s in range(spines))  # fmt: skip
+    return tuple(
+        Ev(p * spines + s, p, s, (f"sim:p{p}s{s}", 0), f"sim:p{p}", "")
+        for p in range(planes)
+        for s in range(spines)
+    )
 
 
 @dataclass
@@ -41,8 +44,11 @@ class Window:
     plane: int | None = None
 
     def covers(self, ev: Ev, t: float) -> bool:
-        return (self.start_s <= t < self.end_s and (self.ev is None or self.ev == ev.ev_id)
-                and (self.plane is None or self.plane == ev.plane))  # fmt: skip
+        return (
+            self.start_s <= t < self.end_s
+            and (self.ev is None or self.ev == ev.ev_id)
+            and (self.plane is None or self.plane == ev.plane)
+        )
 
 
 Tap = Callable[[int, Ev, bytes], bytes | None]  # (sender side 0/1, EV, datagram) -> keep/rewrite
@@ -56,16 +62,23 @@ class CorePair:
         tap: sees every datagram before the link; returns it (possibly rewritten) or None to drop.
     """
 
-    def __init__(self, cfg: MrcConfig | tuple[MrcConfig, MrcConfig], evs: Sequence[Ev] | None = None,
-                 *, default: LinkProfile | None = None, profiles: dict[int, LinkProfile] | None = None,
-                 seed: int = 1, tap: Tap | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: MrcConfig | tuple[MrcConfig, MrcConfig],
+        evs: Sequence[Ev] | None = None,
+        *,
+        default: LinkProfile | None = None,
+        profiles: dict[int, LinkProfile] | None = None,
+        seed: int = 1,
+        tap: Tap | None = None,
+    ) -> None:
         cfgs = cfg if isinstance(cfg, tuple) else (cfg, cfg)
         self.evs = tuple(evs or sim_evs())
         self.now = 0.0
-        self.cores = (ConnectionCore(cfgs[0], local_host=0, peer_host=1, conn_id=7, evs=self.evs,
-                                     now=0.0),
-                      ConnectionCore(cfgs[1], local_host=1, peer_host=0, conn_id=7, evs=self.evs,
-                                     now=0.0))  # fmt: skip
+        self.cores = (
+            ConnectionCore(cfgs[0], local_host=0, peer_host=1, conn_id=7, evs=self.evs, now=0.0),
+            ConnectionCore(cfgs[1], local_host=1, peer_host=0, conn_id=7, evs=self.evs, now=0.0),
+        )
         self.default = default or LinkProfile(delay_ms=0.1)
         self.profiles = dict(profiles or {})
         self.failures: list[Window] = []
@@ -84,8 +97,14 @@ class CorePair:
     def b(self) -> ConnectionCore:
         return self.cores[1]
 
-    def fail(self, start_s: float, end_s: float = math.inf, *, ev: int | None = None,
-             plane: int | None = None) -> None:  # fmt: skip
+    def fail(
+        self,
+        start_s: float,
+        end_s: float = math.inf,
+        *,
+        ev: int | None = None,
+        plane: int | None = None,
+    ) -> None:
         self.failures.append(Window(start_s, end_s, ev, plane))
 
     def _transmit(self, side: int) -> Callable[[Ev, bytes], bool]:
@@ -125,8 +144,13 @@ class CorePair:
 
         return tx
 
-    def run(self, until: Callable[[CorePair], bool] | None = None, *, max_s: float = 60.0,
-            max_steps: int = 2_000_000) -> float:  # fmt: skip
+    def run(
+        self,
+        until: Callable[[CorePair], bool] | None = None,
+        *,
+        max_s: float = 60.0,
+        max_steps: int = 2_000_000,
+    ) -> float:
         """Advance virtual time until ``until(self)`` holds (checked after each step) or
         ``max_s`` virtual seconds have passed; returns the virtual time reached."""
         txs = (self._transmit(0), self._transmit(1))
@@ -135,8 +159,10 @@ class CorePair:
                 core.poll(self.now, txs[side])
             if until is not None and until(self):
                 return self.now
-            t = min(self._heap[0][0] if self._heap else math.inf,
-                    *(core.next_deadline(self.now) for core in self.cores))  # fmt: skip
+            t = min(
+                self._heap[0][0] if self._heap else math.inf,
+                *(core.next_deadline(self.now) for core in self.cores),
+            )
             if t > max_s:
                 self.now = max_s
                 return self.now

@@ -36,31 +36,51 @@ class NetworkProfile:
 
 NETWORK_PROFILES: dict[str, NetworkProfile] = {
     # in-process emulator: sub-millisecond RTTs
-    "emu": NetworkProfile(rto_min_ms=5.0, rto_initial_ms=20.0, rto_max_ms=100.0,
-                          settle_timeout_s=0.01, probe_interval_s=0.01, control_copies=2,
-                          cc_enabled=False, window_bytes=256 * 1024),
+    "emu": NetworkProfile(
+        rto_min_ms=5.0,
+        rto_initial_ms=20.0,
+        rto_max_ms=100.0,
+        settle_timeout_s=0.01,
+        probe_interval_s=0.01,
+        control_copies=2,
+        cc_enabled=False,
+        window_bytes=256 * 1024,
+    ),
     # Mininet fabric of Python P4 switches: RTTs of milliseconds, few packets to spare
-    "fabric": NetworkProfile(rto_min_ms=20.0, rto_initial_ms=50.0, rto_max_ms=300.0,
-                             settle_timeout_s=0.2, probe_interval_s=0.02, control_copies=2,
-                             cc_enabled=False, window_bytes=24 * 1024),
+    "fabric": NetworkProfile(
+        rto_min_ms=20.0,
+        rto_initial_ms=50.0,
+        rto_max_ms=300.0,
+        settle_timeout_s=0.2,
+        probe_interval_s=0.02,
+        control_copies=2,
+        cc_enabled=False,
+        window_bytes=24 * 1024,
+    ),
 }
 
 
 def job_mrc_config(network: str) -> MrcConfig:
     """MRC settings of DBLP jobs on ``network`` ("emu" or "fabric"): fabric MTU, short RTOs."""
     p = NETWORK_PROFILES[network]
-    base = fabric_config(rto_min_ms=p.rto_min_ms, rto_initial_ms=p.rto_initial_ms,
-                         rto_max_ms=p.rto_max_ms)  # fmt: skip
-    return replace(base, cc=replace(base.cc, enabled=p.cc_enabled,
-                                    initial_cwnd_bytes=p.window_bytes))  # fmt: skip
+    base = fabric_config(
+        rto_min_ms=p.rto_min_ms, rto_initial_ms=p.rto_initial_ms, rto_max_ms=p.rto_max_ms
+    )
+    return replace(
+        base, cc=replace(base.cc, enabled=p.cc_enabled, initial_cwnd_bytes=p.window_bytes)
+    )
 
 
 def job_dblp_config(network: str, *, peer_timeout_s: float = 30.0) -> DblpConfig:
     """DBLP settings of jobs on ``network``: one chunk per MRC packet, the network's timers."""
     p = NETWORK_PROFILES[network]
-    return DblpConfig(packet_bytes=job_mrc_config(network).payload_bytes,
-                      settle_timeout_s=p.settle_timeout_s, probe_interval_s=p.probe_interval_s,
-                      control_copies=p.control_copies, peer_timeout_s=peer_timeout_s)  # fmt: skip
+    return DblpConfig(
+        packet_bytes=job_mrc_config(network).payload_bytes,
+        settle_timeout_s=p.settle_timeout_s,
+        probe_interval_s=p.probe_interval_s,
+        control_copies=p.control_copies,
+        peer_timeout_s=peer_timeout_s,
+    )
 
 
 class EmuCluster:
@@ -72,8 +92,14 @@ class EmuCluster:
         config: the endpoints' MRC settings (default: :func:`job_mrc_config` ("emu")).
     """
 
-    def __init__(self, fabric: Fabric | None = None, profile: LinkProfile | None = None, *,
-                 config: MrcConfig | None = None, seed: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fabric: Fabric | None = None,
+        profile: LinkProfile | None = None,
+        *,
+        config: MrcConfig | None = None,
+        seed: int = 1,
+    ) -> None:
         self.fabric = fabric or build_fabric(FabricSpec())
         self.profile = profile or LinkProfile()
         self.emu = EmuNetwork.for_fabric(self.fabric, self.profile, seed=seed)
@@ -81,8 +107,14 @@ class EmuCluster:
         self.endpoints: list[Endpoint] = []
         try:
             for h in self.fabric.hosts:
-                self.endpoints.append(Endpoint(self.emu.port(h.index), h.index,
-                                               RouteTable.from_fabric(self.fabric, h.name), cfg))  # fmt: skip
+                self.endpoints.append(
+                    Endpoint(
+                        self.emu.port(h.index),
+                        h.index,
+                        RouteTable.from_fabric(self.fabric, h.name),
+                        cfg,
+                    )
+                )
         except BaseException:
             self.close()
             raise

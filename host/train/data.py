@@ -69,8 +69,9 @@ def chars(max_chars: int = 200_000) -> CharCorpus:
     return CharCorpus(ids[:-n_valid], ids[-n_valid:], 97)
 
 
-def char_windows(ids: np.ndarray, context: int, count: int,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def char_windows(
+    ids: np.ndarray, context: int, count: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """``count`` random (input, next-character target) windows of ``context`` ids."""
     starts = rng.integers(0, len(ids) - context - 1, size=count)
     idx = starts[:, None] + np.arange(context + 1)[None, :]
@@ -81,4 +82,4 @@ def char_windows(ids: np.ndarray, context: int, count: int,
 def char_slice(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
     """Worker ``rank``'s contiguous part of the training text."""
     n = len(ids) // world
-    return ids[rank * n:(rank + 1) * n]
+    return ids[rank * n : (rank + 1) * n]

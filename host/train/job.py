@@ -76,8 +76,9 @@ class JobSpec:
         if self.lr <= 0 or self.peer_timeout_s <= 0 or self.setup_timeout_s <= 0:
             raise JobSpecError("lr and timeouts must be positive")
         if self.events and self.collective is not Collective.PS:
-            raise JobSpecError("network events need the parameter server's round hooks "
-                               "(collective 'ps')")
+            raise JobSpecError(
+                "network events need the parameter server's round hooks (collective 'ps')"
+            )
         for ev in self.events:
             if not 0 <= ev.round < self.rounds:
                 raise JobSpecError(f"event at round {ev.round} outside 0..{self.rounds - 1}")
@@ -99,8 +100,9 @@ class JobSpec:
         d = asdict(self)
         d["policy"] = self.policy.value
         d["collective"] = self.collective.value
-        d["events"] = [{"round": e.round, "kind": e.kind.value, "value": e.value}
-                       for e in self.events]  # fmt: skip
+        d["events"] = [
+            {"round": e.round, "kind": e.kind.value, "value": e.value} for e in self.events
+        ]
         return d
 
     def to_json(self) -> str:
@@ -125,8 +127,10 @@ class JobSpec:
                 elif name == "phase":
                     kw[name] = _phase(value)
                 elif name == "events":
-                    kw[name] = tuple(JobEvent(int(e["round"]), EventKind(str(e["kind"])),
-                                              float(e["value"])) for e in value)  # fmt: skip
+                    kw[name] = tuple(
+                        JobEvent(int(e["round"]), EventKind(str(e["kind"])), float(e["value"]))
+                        for e in value
+                    )
                 else:
                     kw[name] = _typed(name, value, type(getattr(cls(), name)))
         except (KeyError, TypeError, ValueError) as e:

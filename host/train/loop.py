@@ -67,8 +67,10 @@ class ServerRecord:
 
 def flat_grad(model: torch.nn.Module) -> np.ndarray:
     """Every parameter's gradient, concatenated (float32; zeros where a grad is None)."""
-    parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-             for p in model.parameters()]  # fmt: skip
+    parts = [
+        (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+        for p in model.parameters()
+    ]
     return torch.cat(parts).detach().to(torch.float32).numpy().copy()
 
 
@@ -82,7 +84,7 @@ def set_flat_grad(model: torch.nn.Module, flat: np.ndarray) -> None:
     off = 0
     for p in params:
         n = p.numel()
-        p.grad = src[off:off + n].view_as(p).to(p.dtype).clone()
+        p.grad = src[off : off + n].view_as(p).to(p.dtype).clone()
         off += n
 
 
@@ -102,8 +104,14 @@ def _optimizer(job: JobSpec, model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=job.lr, momentum=job.momentum)
 
 
-def train_worker(job: JobSpec, rank: int, allreduce: AllReduce, *, evaluate: bool,
-                 on_round: Callable[[WorkerRound], None] | None = None) -> WorkerResult:  # fmt: skip
+def train_worker(
+    job: JobSpec,
+    rank: int,
+    allreduce: AllReduce,
+    *,
+    evaluate: bool,
+    on_round: Callable[[WorkerRound], None] | None = None,
+) -> WorkerResult:
     """Run ``job.rounds`` rounds as worker ``rank``.
 
     Raises:
@@ -124,8 +132,16 @@ def train_worker(job: JobSpec, rank: int, allreduce: AllReduce, *, evaluate: boo
         set_flat_grad(model, res.vector)
         opt.step()
         push = sum(s.latency_s for s in res.sends) if len(res.sends) == 1 else 0.0
-        rec = WorkerRound(rank, r, float(loss.detach()), push * 1e3, res.latency_s * 1e3,
-                          res.delivered_fraction, res.bound, time.monotonic() - t0)  # fmt: skip
+        rec = WorkerRound(
+            rank,
+            r,
+            float(loss.detach()),
+            push * 1e3,
+            res.latency_s * 1e3,
+            res.delivered_fraction,
+            res.bound,
+            time.monotonic() - t0,
+        )
         rounds.append(rec)
         if on_round is not None:
             on_round(rec)
@@ -133,12 +149,17 @@ def train_worker(job: JobSpec, rank: int, allreduce: AllReduce, *, evaluate: boo
             model.eval()
             evals.append(EvalPoint(r, time.monotonic() - t0, run.evaluate(model)))
     total = time.monotonic() - t0
-    return WorkerResult(rank, tuple(rounds), tuple(evals), total,
-                        sum(p.numel() for p in model.parameters()))  # fmt: skip
+    return WorkerResult(
+        rank, tuple(rounds), tuple(evals), total, sum(p.numel() for p in model.parameters())
+    )
 
 
-def serve(job: JobSpec, server: ParameterServer, spec: TensorSpec,
-          on_round: Callable[[ServerRecord], None] | None = None) -> list[ServerRecord]:  # fmt: skip
+def serve(
+    job: JobSpec,
+    server: ParameterServer,
+    spec: TensorSpec,
+    on_round: Callable[[ServerRecord], None] | None = None,
+) -> list[ServerRecord]:
     """The parameter server's loop: ``job.rounds`` rounds of gather, average, broadcast.
 
     Raises:
@@ -148,9 +169,16 @@ def serve(job: JobSpec, server: ParameterServer, spec: TensorSpec,
     t0 = time.monotonic()
     for r in range(job.rounds):
         sr = server.run_round(r, spec)
-        rec = ServerRecord(r, sr.bound, sr.gather_s * 1e3, sr.broadcast_s * 1e3,
-                           sr.delivered_fraction, sr.grad_norm, server.phase.in_clr,
-                           time.monotonic() - t0)  # fmt: skip
+        rec = ServerRecord(
+            r,
+            sr.bound,
+            sr.gather_s * 1e3,
+            sr.broadcast_s * 1e3,
+            sr.delivered_fraction,
+            sr.grad_norm,
+            server.phase.in_clr,
+            time.monotonic() - t0,
+        )
         out.append(rec)
         if on_round is not None:
             on_round(rec)

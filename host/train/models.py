@@ -25,8 +25,12 @@ class SmallCnn(nn.Module):
     def __init__(self, channels: int = 8, classes: int = 10) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, channels, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))  # fmt: skip
+            nn.Conv2d(1, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Linear(channels * 16, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -43,14 +47,16 @@ class CharTransformer(nn.Module):
         width, heads, layers: model size.
     """
 
-    def __init__(self, vocab: int, context: int = 32, width: int = 48, heads: int = 2,
-                 layers: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self, vocab: int, context: int = 32, width: int = 48, heads: int = 2, layers: int = 1
+    ) -> None:
         super().__init__()
         self.context = context
         self.embed = nn.Embedding(vocab, width)
         self.position = nn.Parameter(torch.zeros(context, width))
-        block = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
-                                           batch_first=True, norm_first=True)  # fmt: skip
+        block = nn.TransformerEncoderLayer(
+            width, heads, dim_feedforward=2 * width, dropout=0.0, batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab)

@@ -93,13 +93,25 @@ class JobResult:
             s = by_round.get(r)
             if s is not None:  # parameter server
                 latency = max(x.push_ms for x in recs) + s.broadcast_ms
-                row = RoundRow(self.job.policy.value, r, self.job.burst_pct(r), latency,
-                               s.delivered_fraction, s.loss_bound, loss)  # fmt: skip
+                row = RoundRow(
+                    self.job.policy.value,
+                    r,
+                    self.job.burst_pct(r),
+                    latency,
+                    s.delivered_fraction,
+                    s.loss_bound,
+                    loss,
+                )
             else:
-                row = RoundRow(self.job.policy.value, r, self.job.burst_pct(r),
-                               max(x.allreduce_ms for x in recs),
-                               sum(x.delivered_fraction for x in recs) / len(recs),
-                               recs[0].loss_bound, loss)  # fmt: skip
+                row = RoundRow(
+                    self.job.policy.value,
+                    r,
+                    self.job.burst_pct(r),
+                    max(x.allreduce_ms for x in recs),
+                    sum(x.delivered_fraction for x in recs) / len(recs),
+                    recs[0].loss_bound,
+                    loss,
+                )
             out.append(row)
         return out
 
@@ -124,9 +136,14 @@ class EmuActions(NetworkActions):
         self.cluster.restore_plane(plane)
 
 
-def run_emu_job(job: JobSpec, cluster: EmuCluster, *, cfg: DblpConfig | None = None,
-                background_loss: float = 0.0,
-                on_round: Callable[[str, object], None] | None = None) -> JobResult:  # fmt: skip
+def run_emu_job(
+    job: JobSpec,
+    cluster: EmuCluster,
+    *,
+    cfg: DblpConfig | None = None,
+    background_loss: float = 0.0,
+    on_round: Callable[[str, object], None] | None = None,
+) -> JobResult:
     """Run ``job`` with every host a thread of this process.
 
     Args:
@@ -169,8 +186,9 @@ def run_emu_job(job: JobSpec, cluster: EmuCluster, *, cfg: DblpConfig | None = N
         hooks = EventHooks(job, EmuActions(cluster, background_loss))
 
         def server() -> list[ServerRecord]:
-            links = accept_workers(eps[SERVER_HOST], set(range(job.workers)), fp, cfg,
-                                   job.setup_timeout_s)  # fmt: skip
+            links = accept_workers(
+                eps[SERVER_HOST], set(range(job.workers)), fp, cfg, job.setup_timeout_s
+            )
             ps = ParameterServer(links, PhaseController(job.policy, job.phase), hooks)
             try:
                 return serve(job, ps, spec, note("server"))
@@ -181,8 +199,9 @@ def run_emu_job(job: JobSpec, cluster: EmuCluster, *, cfg: DblpConfig | None = N
             link = connect_worker(eps[rank + 1], SERVER_HOST, rank, fp, cfg, job.setup_timeout_s)
             w = PsWorker(link)
             try:
-                return train_worker(job, rank, w.allreduce, evaluate=rank == 0,
-                                    on_round=note("worker"))  # fmt: skip
+                return train_worker(
+                    job, rank, w.allreduce, evaluate=rank == 0, on_round=note("worker")
+                )
             finally:
                 w.close()
 
@@ -192,17 +211,22 @@ def run_emu_job(job: JobSpec, cluster: EmuCluster, *, cfg: DblpConfig | None = N
 
         def worker(rank: int) -> WorkerResult:
             to_next, from_prev = connect_ring(eps[rank], rank, hosts, fp, cfg, job.setup_timeout_s)
-            ring = RingAllReduce(rank, job.workers, to_next, from_prev,
-                                 PhaseController(job.policy, job.phase))  # fmt: skip
+            ring = RingAllReduce(
+                rank, job.workers, to_next, from_prev, PhaseController(job.policy, job.phase)
+            )
             try:
-                return train_worker(job, rank, ring.allreduce, evaluate=rank == 0,
-                                    on_round=note("worker"))  # fmt: skip
+                return train_worker(
+                    job, rank, ring.allreduce, evaluate=rank == 0, on_round=note("worker")
+                )
             finally:
                 ring.close()
 
     for rank in range(job.workers):
-        threads.append(threading.Thread(target=guarded(f"worker{rank}", lambda r=rank: worker(r)),
-                                        name=f"worker{rank}"))  # fmt: skip
+        threads.append(
+            threading.Thread(
+                target=guarded(f"worker{rank}", lambda r=rank: worker(r)), name=f"worker{rank}"
+            )
+        )
     for t in threads:
         t.start()
     for t in threads:

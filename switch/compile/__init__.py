@@ -51,15 +51,19 @@ def _compile(text: str, filename: str, files: Mapping[str, list[str]]) -> Compil
     for name, t in gen.digests.items():
         from switch.compile.elaborate import _struct_fields
 
-        elab.schema.digests.append(M.DigestSpec(name, _struct_fields(t) if not isinstance(
-            t, T.TupleT) else _struct_fields(t)))  # fmt: skip
+        elab.schema.digests.append(
+            M.DigestSpec(
+                name, _struct_fields(t) if not isinstance(t, T.TupleT) else _struct_fields(t)
+            )
+        )
     code = compile(source, f"<p4:{filename}>", "exec")
     fp = hashlib.sha256(text.encode()).hexdigest()
     return CompiledProgram(filename, elab.schema, source, code, dict(gen.bindings), elab, fp)
 
 
-def load_program(path: str | Path, include_dirs: Sequence[str] = (),
-                 defines: Mapping[str, str] | None = None) -> CompiledProgram:  # fmt: skip
+def load_program(
+    path: str | Path, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None
+) -> CompiledProgram:
     """Compile the P4 program at ``path``.
 
     Raises:
@@ -69,8 +73,12 @@ def load_program(path: str | Path, include_dirs: Sequence[str] = (),
     return _compile(pre.text, str(path), pre.files)
 
 
-def compile_source(text: str, filename: str = "<string>", include_dirs: Sequence[str] = (),
-                   defines: Mapping[str, str] | None = None) -> CompiledProgram:  # fmt: skip
+def compile_source(
+    text: str,
+    filename: str = "<string>",
+    include_dirs: Sequence[str] = (),
+    defines: Mapping[str, str] | None = None,
+) -> CompiledProgram:
     """Compile P4 source text (``#include <v1model.p4>`` resolves to the built-in declarations)."""
     pre = preprocess_text(text, filename, include_dirs, defines)
     return _compile(pre.text, filename, pre.files)

@@ -158,8 +158,9 @@ class CodeGen:
             e.line("pass")
         e.dedent()
         if lazy:
-            scalars = {f"f_{n}": default_value(ft, self) for n, ft in fields
-                       if not is_composite(ft)}  # fmt: skip
+            scalars = {
+                f"f_{n}": default_value(ft, self) for n, ft in fields if not is_composite(ft)
+            }
             e.line("_DEFAULTS = {" + ", ".join(f"{k!r}: {v}" for k, v in scalars.items()) + "}")
             e.line("def __getattr__(self, name):")
             e.indent()
@@ -322,7 +323,9 @@ class CodeGen:
             return self.inst.externs[id(decl)]
         if id(decl) in self.elab.global_externs:
             return self.elab.global_externs[id(decl)]
-        raise TypeError_(f"'{sym.name}' is not an extern instance here", getattr(decl, "span", None))
+        raise TypeError_(
+            f"'{sym.name}' is not an extern instance here", getattr(decl, "span", None)
+        )
 
     def table_inst(self, decl: ast.TableDecl) -> TableInst:
         assert self.inst is not None
@@ -560,7 +563,11 @@ class CodeGen:
         if op == "<<":
             if width is None:
                 return f"({a} << {b})"
-            sh = self.const_index(e.right) if rt is T.INFINT or isinstance(e.right, ast.IntLit) else None
+            sh = (
+                self.const_index(e.right)
+                if rt is T.INFINT or isinstance(e.right, ast.IntLit)
+                else None
+            )
             if sh is not None:
                 if sh >= width:
                     return "0"
@@ -815,22 +822,27 @@ class CodeGen:
 
             emit = EXTERN_FUNCTIONS.get(info.name)
             if emit is None:
-                raise UnsupportedError(f"extern function '{info.name}' is not supported by this "
-                                       "target", e.span)  # fmt: skip
+                raise UnsupportedError(
+                    f"extern function '{info.name}' is not supported by this target", e.span
+                )
             return emit(self, e, info, out)
         if kind == "extern_method":
             from switch.compile.v1model_externs import EXTERN_METHODS
 
             emit_m = EXTERN_METHODS.get((info.extern_name, info.name))
             if emit_m is None:
-                raise UnsupportedError(f"method '{info.extern_name}.{info.name}' is not supported "
-                                       "by this target", e.span)  # fmt: skip
+                raise UnsupportedError(
+                    f"method '{info.extern_name}.{info.name}' is not supported by this target",
+                    e.span,
+                )
             return emit_m(self, e, info, out)
         raise UnsupportedError(f"call of kind {kind}", e.span)
 
     def union_siblings_invalidate(self, target: ast.Expr, out: Emitter) -> None:
-        if isinstance(target, ast.Member) and isinstance(target.expr.type, T.StructLikeT) and (
-            target.expr.type.kind == "header_union"
+        if (
+            isinstance(target, ast.Member)
+            and isinstance(target.expr.type, T.StructLikeT)
+            and (target.expr.type.kind == "header_union")
         ):
             u = self.g_expr(target.expr)
             for n in target.expr.type.fields:
@@ -866,15 +878,20 @@ class CodeGen:
             args.append(v)
         return args
 
-    def g_direct_call(self, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool) -> str | None:
+    def g_direct_call(
+        self, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+    ) -> str | None:
         decl = info.decl
         if info.kind == "action":
             fname = self.action_fn(decl)
         else:
             fname = self.function_fn(decl)
         args = self.ordered_args(info)
-        outs = [(p, a) for p, pt, a in zip(info.params, info.param_types, info.args)
-                if p.direction in ("out", "inout") and not is_composite(pt)]  # fmt: skip
+        outs = [
+            (p, a)
+            for p, pt, a in zip(info.params, info.param_types, info.args)
+            if p.direction in ("out", "inout") and not is_composite(pt)
+        ]
         has_ret = info.kind == "function" and decl.ret_type is not T.VOID
         call = f"{fname}({', '.join(args)})"
         if not outs:
@@ -904,8 +921,11 @@ class CodeGen:
                 args.append(self.fn.pkt)
             else:
                 args.append(self.arg_value(p, pt, a))
-        outs = [(p, a) for p, pt, a in zip(info.params, info.param_types, info.args)
-                if p.direction in ("out", "inout") and not is_composite(pt)]  # fmt: skip
+        outs = [
+            (p, a)
+            for p, pt, a in zip(info.params, info.param_types, info.args)
+            if p.direction in ("out", "inout") and not is_composite(pt)
+        ]
         prefix = "P_" if isinstance(child.decl, ast.ParserDecl) else "C_"
         call = f"{prefix}{child.py}({', '.join(args)})"
         if isinstance(child.decl, ast.ParserDecl):
@@ -961,12 +981,18 @@ class CodeGen:
                 if w % 8:
                     v = self.tmp("la")
                     nb = (w + 7) // 8
-                    out.line(f"if {pkt}.off + {nb} > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})")
-                    out.line(f"{v} = int.from_bytes({pkt}.buf[{pkt}.off:{pkt}.off + {nb}], 'big') >> {nb * 8 - w}")
+                    out.line(
+                        f"if {pkt}.off + {nb} > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})"
+                    )
+                    out.line(
+                        f"{v} = int.from_bytes({pkt}.buf[{pkt}.off:{pkt}.off + {nb}], 'big') >> {nb * 8 - w}"
+                    )
                 else:
                     nb = w // 8
                     v = self.tmp("la")
-                    out.line(f"if {pkt}.off + {nb} > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})")
+                    out.line(
+                        f"if {pkt}.off + {nb} > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})"
+                    )
                     out.line(f"{v} = int.from_bytes({pkt}.buf[{pkt}.off:{pkt}.off + {nb}], 'big')")
                 if isinstance(lt, T.StructLikeT) and lt.kind == "header":
                     h = self.tmp("lh")
@@ -988,24 +1014,28 @@ class CodeGen:
                 n = self.g_expr(a)
                 bits = self.tmp("adv")
                 out.line(f"{bits} = {n}")
-                out.line(f"if {bits} % 8: raise _ParserError({self.err_code('ParserInvalidArgument')})")
-                out.line(f"if {pkt}.off + {bits} // 8 > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})")
+                out.line(
+                    f"if {bits} % 8: raise _ParserError({self.err_code('ParserInvalidArgument')})"
+                )
+                out.line(
+                    f"if {pkt}.off + {bits} // 8 > {pkt}.n: raise _ParserError({self.err_code('PacketTooShort')})"
+                )
                 out.line(f"{pkt}.off += {bits} // 8")
                 return None
             if name == "length":
                 return f"({pkt}.n & 0xffffffff)"
         raise UnsupportedError(f"packet method '{name}'", e.span)
 
-    def g_unpack_struct(self, t: T.StructLikeT, v: str, w: int, out: Emitter,
-                        e: ast.Expr) -> str:  # fmt: skip
+    def g_unpack_struct(self, t: T.StructLikeT, v: str, w: int, out: Emitter, e: ast.Expr) -> str:
         """A struct of bit/int/bool fields filled from the big-endian integer `v` (lookahead)."""
         st = self.tmp("ls")
         out.line(f"{st} = {self.class_of(t)}()")
         shift = w
         for path, ft in self._flat_fields(t):
             if not (ft is T.BOOL or isinstance(ft, (T.BitT, T.IntT))):
-                raise UnsupportedError(f"lookahead of a struct with a {ft} field is not supported",
-                                       e.span)  # fmt: skip
+                raise UnsupportedError(
+                    f"lookahead of a struct with a {ft} field is not supported", e.span
+                )
             fw = T.width_of(ft)
             shift -= fw
             fv = f"(({v} >> {shift}) & {_mask(fw)})"
@@ -1040,8 +1070,9 @@ class CodeGen:
             out.line(f"if _eh._v: {pkt}.append(_eh._bytes())")
             out.dedent()
             return
-        raise UnsupportedError(f"emit of a {t} (only headers, stacks, unions and structs of them)",
-                               None)  # fmt: skip
+        raise UnsupportedError(
+            f"emit of a {t} (only headers, stacks, unions and structs of them)", None
+        )
 
     # -- functions and actions -------------------------------------------------------------
 
@@ -1055,24 +1086,43 @@ class CodeGen:
             name = f"A__{decl.name}_{id(decl) % 100000}"
         if name not in self.generated_actions:
             self.generated_actions.add(name)
-            self.gen_callable(name, decl, decl.params, decl.body, "action", False,
-                              self.inst if owner_block else None)  # fmt: skip
+            self.gen_callable(
+                name,
+                decl,
+                decl.params,
+                decl.body,
+                "action",
+                False,
+                self.inst if owner_block else None,
+            )
         return name
 
     def function_fn(self, decl: ast.FunctionDecl) -> str:
         name = f"F__{decl.name}_{id(decl) % 100000}"
         if id(decl) not in self.generated_functions:
             self.generated_functions.add(id(decl))
-            self.gen_callable(name, decl, decl.params, decl.body, "function",
-                              decl.ret_type is not T.VOID, None)  # type: ignore[attr-defined]
+            self.gen_callable(
+                name, decl, decl.params, decl.body, "function", decl.ret_type is not T.VOID, None
+            )  # type: ignore[attr-defined]
         return name
 
-    def gen_callable(self, name: str, decl: Any, params: list[ast.Param], body: ast.Block,
-                     kind: str, has_ret: bool, inst: BlockInst | None) -> None:  # fmt: skip
+    def gen_callable(
+        self,
+        name: str,
+        decl: Any,
+        params: list[ast.Param],
+        body: ast.Block,
+        kind: str,
+        has_ret: bool,
+        inst: BlockInst | None,
+    ) -> None:
         saved = (self.inst, self.fn, self.pre)
         self.inst = inst
-        outs = [p.ref.pyname for p in params  # type: ignore[attr-defined]
-                if p.direction in ("out", "inout") and not is_composite(p.ref.type)]  # type: ignore[attr-defined]
+        outs = [
+            p.ref.pyname
+            for p in params  # type: ignore[attr-defined]
+            if p.direction in ("out", "inout") and not is_composite(p.ref.type)
+        ]  # type: ignore[attr-defined]
         self.fn = FnCtx(kind, outs, has_ret)
         self.pre = []
         e = Emitter()
@@ -1104,8 +1154,7 @@ class CodeGen:
                 pkt_param = p
             elif p.direction in ("out", "inout") and not is_composite(pt):
                 outs.append(p.ref.pyname)  # type: ignore[attr-defined]
-        self.fn = FnCtx("parser", outs, False,
-                        pkt=pkt_param.ref.pyname if pkt_param else "pkt")  # type: ignore[attr-defined]
+        self.fn = FnCtx("parser", outs, False, pkt=pkt_param.ref.pyname if pkt_param else "pkt")  # type: ignore[attr-defined]
         e = Emitter()
         e.level = 1
         top_level = any(inst is b for b in self.elab.blocks.values())
@@ -1313,14 +1362,17 @@ class CodeGen:
         self.dispatch_defs.append(f"{dispatch} = {{{', '.join(entries)}}}\n")
         self.inst = None
 
-    def action_wrapper(self, ti: TableInst, i: int, ref: ast.ActionRefSyntax,
-                       adecl: ast.ActionDecl) -> str:  # fmt: skip
+    def action_wrapper(
+        self, ti: TableInst, i: int, ref: ast.ActionRefSyntax, adecl: ast.ActionDecl
+    ) -> str:
         """The function the table calls with the action data; binds directional arguments."""
         fn = self.action_fn(adecl)
         dir_params = [p for p in adecl.params if p.direction]
         data_params = [p for p in adecl.params if not p.direction]
-        needs_conv = any(p.ref.type is T.BOOL or isinstance(p.ref.type, T.IntT)  # type: ignore[attr-defined]
-                         for p in data_params)  # fmt: skip
+        needs_conv = any(
+            p.ref.type is T.BOOL or isinstance(p.ref.type, T.IntT)  # type: ignore[attr-defined]
+            for p in data_params
+        )
         if not dir_params and not needs_conv:
             return fn
         name = f"W_{ti.py}_{i}"
@@ -1343,8 +1395,11 @@ class CodeGen:
             else:
                 args.append(dn)
         self.flush(e)
-        outs = [(p, a) for p, pt, a in zip(info.params, info.param_types, info.args)
-                if p.direction in ("out", "inout") and not is_composite(pt)]  # fmt: skip
+        outs = [
+            (p, a)
+            for p, pt, a in zip(info.params, info.param_types, info.args)
+            if p.direction in ("out", "inout") and not is_composite(pt)
+        ]
         call = f"{fn}({', '.join(args)})"
         if outs:
             e.line(f"_r = {call}")
@@ -1440,10 +1495,16 @@ class CodeGen:
             if not load:
                 lines.append("    pass")
         ids = sorted(lists)
-        lines.append("FIELD_LISTS = {" + ", ".join(f"{i}: (FL_SAVE_{i}, FL_LOAD_{i})" for i in ids)
-                     + "}")  # fmt: skip
-        lines.append("OLD_FIELD_LISTS = [" + ", ".join(
-            f"(FL_SAVE_OLD{i}, FL_LOAD_OLD{i})" for i in range(len(self.old_field_lists))) + "]")  # fmt: skip
+        lines.append(
+            "FIELD_LISTS = {" + ", ".join(f"{i}: (FL_SAVE_{i}, FL_LOAD_{i})" for i in ids) + "}"
+        )
+        lines.append(
+            "OLD_FIELD_LISTS = ["
+            + ", ".join(
+                f"(FL_SAVE_OLD{i}, FL_LOAD_OLD{i})" for i in range(len(self.old_field_lists))
+            )
+            + "]"
+        )
         return "\n".join(lines) + "\n"
 
 

@@ -18,8 +18,7 @@ from switch.lang import types as T
 from switch.lang.symbols import Sym
 from switch.lang.typecheck import CheckedProgram, Checker
 
-V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum",
-                   "deparser")  # fmt: skip
+V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
 
 
 def _annotations(anns: list[ast.Annotation]) -> tuple[M.Annotation, ...]:
@@ -113,14 +112,17 @@ class Elaborator:
     def run(self) -> Elaborated:
         main = self.checked.main
         if main is None:
-            raise TypeError_("the program has no 'main' instantiation (e.g. 'V1Switch(...) main;')",
-                             None)  # fmt: skip
+            raise TypeError_(
+                "the program has no 'main' instantiation (e.g. 'V1Switch(...) main;')", None
+            )
         mt = main.inst_type  # type: ignore[attr-defined]
         if not (isinstance(mt, T.BlockT) and mt.kind == "package" and mt.decl.name == "V1Switch"):
             name = mt.decl.name if isinstance(mt, T.BlockT) else str(mt)
-            raise UnsupportedError(f"package '{name}' is not supported: this target runs only the "
-                                   "v1model architecture ('main' must be a V1Switch)",
-                                   main.span)  # fmt: skip
+            raise UnsupportedError(
+                f"package '{name}' is not supported: this target runs only the "
+                "v1model architecture ('main' must be a V1Switch)",
+                main.span,
+            )
         for d in self.checked.program.decls:
             if isinstance(d, ast.Instantiation) and isinstance(d.inst_type, T.ExternT):  # type: ignore[attr-defined]
                 self.global_externs[id(d)] = self.make_extern(d, "", d.inst_type)  # type: ignore[attr-defined]
@@ -134,16 +136,27 @@ class Elaborator:
             blocks[role] = self.elaborate_block(decl, path)
         self.schema.controller_headers = self.controller_headers()
         self.schema.action_profiles = list(self.profile_specs.values())
-        return Elaborated(self.checked, blocks, self.all_blocks, self.schema, self.global_externs,
-                          self.action_names)  # fmt: skip
+        return Elaborated(
+            self.checked,
+            blocks,
+            self.all_blocks,
+            self.schema,
+            self.global_externs,
+            self.action_names,
+        )
 
     def block_decl_of(self, arg: Any) -> Any:
         if isinstance(arg, ast.Call) and isinstance(arg.type, T.BlockT):
             if arg.args:
-                raise UnsupportedError("constructor arguments of top-level blocks are not "
-                                       "supported", arg.span)  # fmt: skip
+                raise UnsupportedError(
+                    "constructor arguments of top-level blocks are not supported", arg.span
+                )
             return arg.type.decl
-        if isinstance(arg, ast.Name) and isinstance(arg.ref, Sym) and isinstance(arg.type, T.BlockT):
+        if (
+            isinstance(arg, ast.Name)
+            and isinstance(arg.ref, Sym)
+            and isinstance(arg.type, T.BlockT)
+        ):
             return arg.type.decl
         raise UnsupportedError("V1Switch arguments must be parser/control instantiations", arg.span)
 
@@ -154,12 +167,19 @@ class Elaborator:
         sym = a.ref if isinstance(a, ast.Name) else None
         if isinstance(sym, Sym) and id(sym.decl) in inst.children:
             return inst.children[id(sym.decl)]
-        raise UnsupportedError("a parser/control constructor argument must name an instance "
-                               "declared in the enclosing block", getattr(a, "span", None))  # fmt: skip
+        raise UnsupportedError(
+            "a parser/control constructor argument must name an instance "
+            "declared in the enclosing block",
+            getattr(a, "span", None),
+        )
 
-    def elaborate_block(self, decl: Any, path: str,
-                        ctor_values: list[tuple[Any, Any]] | None = None,
-                        block_args: dict[int, BlockInst] | None = None) -> BlockInst:  # fmt: skip
+    def elaborate_block(
+        self,
+        decl: Any,
+        path: str,
+        ctor_values: list[tuple[Any, Any]] | None = None,
+        block_args: dict[int, BlockInst] | None = None,
+    ) -> BlockInst:
         inst = BlockInst(decl, path, self.unique_py(path), ctor_values=ctor_values or [])
         # block-typed constructor parameters resolve to instances of the enclosing block
         inst.children.update(block_args or {})
@@ -180,11 +200,13 @@ class Elaborator:
                             continue
                         v = self.const_of(a) if a is not None else self.const_of(p.default)
                         if v is None:
-                            raise UnsupportedError("constructor arguments must be compile-time "
-                                                   "constants", loc.span)  # fmt: skip
+                            raise UnsupportedError(
+                                "constructor arguments must be compile-time constants", loc.span
+                            )
                         values.append((p, v))
-                    inst.children[id(loc)] = self.elaborate_block(t.decl, child_path, values,
-                                                                  blocks)  # fmt: skip
+                    inst.children[id(loc)] = self.elaborate_block(
+                        t.decl, child_path, values, blocks
+                    )
             elif isinstance(loc, ast.ValueSetDecl):
                 fq = qualify(path, loc, loc.name)
                 et = loc.elem_type  # type: ignore[attr-defined]
@@ -238,15 +260,17 @@ class Elaborator:
             if et is None:
                 raise TypeError_("register needs an element type", ext.decl.span)
             width = T.width_of(et)
-            self.schema.registers.append(M.RegisterSpec(ext.fqname, int(ext.args[0]), width,
-                                                        isinstance(et, T.IntT), a))  # fmt: skip
+            self.schema.registers.append(
+                M.RegisterSpec(ext.fqname, int(ext.args[0]), width, isinstance(et, T.IntT), a)
+            )
         elif name in ("action_profile", "action_selector"):
             if name == "action_profile":
                 spec = M.ActionProfileSpec(ext.fqname, int(ext.args[0]), (), False, annotations=a)
             else:
                 algo = self.enum_member(ext.args[0], "HashAlgorithm")
-                spec = M.ActionProfileSpec(ext.fqname, int(ext.args[1]), (), True, algo,
-                                           int(ext.args[2]), a)  # fmt: skip
+                spec = M.ActionProfileSpec(
+                    ext.fqname, int(ext.args[1]), (), True, algo, int(ext.args[2]), a
+                )
             self.profile_specs[ext.fqname] = spec
         # direct_counter / direct_meter specs are created with their table
 
@@ -271,8 +295,7 @@ class Elaborator:
             self.schema.actions.append(spec)
         return fq
 
-    def table_spec(self, d: ast.TableDecl, fq: str, inst: BlockInst,
-                   ti: TableInst) -> M.TableSpec:  # fmt: skip
+    def table_spec(self, d: ast.TableDecl, fq: str, inst: BlockInst, ti: TableInst) -> M.TableSpec:
         keys: list[M.KeySpec] = []
         kp = d.prop("key")
         for i, k in enumerate(kp.keys if kp is not None and kp.keys else []):
@@ -283,10 +306,14 @@ class Elaborator:
             try:
                 kind = M.MatchKind(k.match_kind)
             except ValueError:
-                raise UnsupportedError(f"match kind '{k.match_kind}' is not supported by this "
-                                       "target", k.span) from None  # fmt: skip
-            keys.append(M.KeySpec(i + 1, kname or key_text(k.expr), width, kind,
-                                  _annotations(k.annotations)))  # fmt: skip
+                raise UnsupportedError(
+                    f"match kind '{k.match_kind}' is not supported by this target", k.span
+                ) from None
+            keys.append(
+                M.KeySpec(
+                    i + 1, kname or key_text(k.expr), width, kind, _annotations(k.annotations)
+                )
+            )
         ap = d.prop("actions")
         assert ap is not None and ap.actions is not None
         refs: list[M.ActionRef] = []
@@ -329,8 +356,14 @@ class Elaborator:
             self.profile_tables.setdefault(impl, []).append(fq)
             old = self.profile_specs[impl]
             self.profile_specs[impl] = M.ActionProfileSpec(
-                old.name, old.size, tuple(self.profile_tables[impl]), old.with_selector,
-                old.algorithm, old.output_width, old.annotations)  # fmt: skip
+                old.name,
+                old.size,
+                tuple(self.profile_tables[impl]),
+                old.with_selector,
+                old.algorithm,
+                old.output_width,
+                old.annotations,
+            )
         dcounter = dmeter = None
         cp = d.prop("counters")
         if cp is not None and cp.value is not None:
@@ -339,8 +372,9 @@ class Elaborator:
                 raise TypeError_("'counters' must name a direct_counter", cp.value.span)
             dcounter = ext.fqname
             unit = M.CounterUnit(self.enum_member(ext.args[0], "CounterType"))
-            self.schema.direct_counters.append(M.DirectCounterSpec(
-                ext.fqname, unit, fq, _annotations(ext.decl.annotations)))  # fmt: skip
+            self.schema.direct_counters.append(
+                M.DirectCounterSpec(ext.fqname, unit, fq, _annotations(ext.decl.annotations))
+            )
         mp = d.prop("meters")
         if mp is not None and mp.value is not None:
             ext = self.extern_of(mp.value, inst)
@@ -348,13 +382,28 @@ class Elaborator:
                 raise TypeError_("'meters' must name a direct_meter", mp.value.span)
             dmeter = ext.fqname
             unit_m = M.MeterUnit(self.enum_member(ext.args[0], "MeterType"))
-            self.schema.direct_meters.append(M.DirectMeterSpec(
-                ext.fqname, unit_m, fq, _annotations(ext.decl.annotations)))  # fmt: skip
+            self.schema.direct_meters.append(
+                M.DirectMeterSpec(ext.fqname, unit_m, fq, _annotations(ext.decl.annotations))
+            )
         st = d.prop("support_timeout")
-        timeout = bool(self.const_of(st.value)) if st is not None and st.value is not None else False
-        return M.TableSpec(fq, tuple(keys), tuple(refs), default, const_default, size, is_const,
-                           tuple(entries), impl, dcounter, dmeter, timeout,
-                           _annotations(d.annotations))  # fmt: skip
+        timeout = (
+            bool(self.const_of(st.value)) if st is not None and st.value is not None else False
+        )
+        return M.TableSpec(
+            fq,
+            tuple(keys),
+            tuple(refs),
+            default,
+            const_default,
+            size,
+            is_const,
+            tuple(entries),
+            impl,
+            dcounter,
+            dmeter,
+            timeout,
+            _annotations(d.annotations),
+        )
 
     def owner_inst(self, adecl: ast.ActionDecl, inst: BlockInst) -> BlockInst:
         return inst
@@ -375,8 +424,9 @@ class Elaborator:
             args.append(v)
         return M.ActionCall(action_fq[id(adecl)], tuple(args))
 
-    def const_entries(self, entries: list[ast.EntrySyntax], keys: list[M.KeySpec],
-                      action_fq: dict[int, str]) -> list[M.ConstEntry]:  # fmt: skip
+    def const_entries(
+        self, entries: list[ast.EntrySyntax], keys: list[M.KeySpec], action_fq: dict[int, str]
+    ) -> list[M.ConstEntry]:
         n = len(entries)
         explicit = [self.const_of(e.priority) if e.priority is not None else None for e in entries]
         ann_prio = []
@@ -384,8 +434,9 @@ class Elaborator:
             a = ast.find_annotation(e.annotations, "priority")
             ann_prio.append(a.int_arg() if a is not None else None)
         out: list[M.ConstEntry] = []
-        needs_prio = any(k.kind in (M.MatchKind.TERNARY, M.MatchKind.RANGE, M.MatchKind.OPTIONAL)
-                         for k in keys)  # fmt: skip
+        needs_prio = any(
+            k.kind in (M.MatchKind.TERNARY, M.MatchKind.RANGE, M.MatchKind.OPTIONAL) for k in keys
+        )
         max_ann = max([p for p in ann_prio if p is not None], default=0)
         for i, e in enumerate(entries):
             match = tuple(self.keyset_value(ks, k) for ks, k in zip(e.keyset, keys))
@@ -405,10 +456,16 @@ class Elaborator:
         full = (1 << key.width) - 1
         if isinstance(ks, (ast.DontCare, ast.Default)):
             if key.kind is M.MatchKind.EXACT:
-                raise TypeError_(f"'_' (don't care) is not allowed for the exact key '{key.name}'",
-                                 ks.span)  # fmt: skip
-            return {M.MatchKind.EXACT: None, M.MatchKind.LPM: (0, 0), M.MatchKind.TERNARY: (0, 0),
-                    M.MatchKind.RANGE: (0, full), M.MatchKind.OPTIONAL: None}[key.kind]  # fmt: skip
+                raise TypeError_(
+                    f"'_' (don't care) is not allowed for the exact key '{key.name}'", ks.span
+                )
+            return {
+                M.MatchKind.EXACT: None,
+                M.MatchKind.LPM: (0, 0),
+                M.MatchKind.TERNARY: (0, 0),
+                M.MatchKind.RANGE: (0, full),
+                M.MatchKind.OPTIONAL: None,
+            }[key.kind]
         if isinstance(ks, ast.Mask):
             v = _u(self.const_of(ks.value), key.width)
             m = _u(self.const_of(ks.mask), key.width)
@@ -442,8 +499,9 @@ class Elaborator:
             # anonymous instantiation in a table property
             key = id(e)
             if key not in inst.externs:
-                fake = ast.Instantiation(f"{e.type.decl.name}", ast.NamedTypeRef(e.type.decl.name),
-                                         e.args, span=e.span)  # fmt: skip
+                fake = ast.Instantiation(
+                    f"{e.type.decl.name}", ast.NamedTypeRef(e.type.decl.name), e.args, span=e.span
+                )
                 fake.ref = e.ref  # type: ignore[attr-defined]
                 inst.externs[key] = self.make_extern(fake, inst.path, e.type)
             return inst.externs[key]
@@ -454,14 +512,19 @@ class Elaborator:
             key = id(e)
             if key not in inst.externs:
                 # p4c names an anonymous implementation after the table's property
-                fake = ast.Instantiation(table_fq.split(".")[-1] + "_" + e.type.decl.name,
-                                         ast.NamedTypeRef(e.type.decl.name), e.args, span=e.span)  # fmt: skip
+                fake = ast.Instantiation(
+                    table_fq.split(".")[-1] + "_" + e.type.decl.name,
+                    ast.NamedTypeRef(e.type.decl.name),
+                    e.args,
+                    span=e.span,
+                )
                 fake.ref = e.ref  # type: ignore[attr-defined]
                 inst.externs[key] = self.make_extern(fake, inst.path, e.type)
         ext = self.extern_of(e, inst)
         if ext.type.decl.name not in ("action_profile", "action_selector"):
-            raise TypeError_("'implementation' must be an action_profile or action_selector",
-                             e.span)  # fmt: skip
+            raise TypeError_(
+                "'implementation' must be an action_profile or action_selector", e.span
+            )
         return ext.fqname
 
     def controller_headers(self) -> list[M.ControllerHeaderSpec]:
@@ -470,8 +533,14 @@ class Elaborator:
             if isinstance(t, T.StructLikeT) and t.kind == "header":
                 ann = ast.find_annotation(t.annotations, "controller_header")
                 if ann is not None:
-                    out.append(M.ControllerHeaderSpec(ann.string_arg() or "", t.name,
-                                                      _struct_fields(t), _annotations(t.annotations)))  # fmt: skip
+                    out.append(
+                        M.ControllerHeaderSpec(
+                            ann.string_arg() or "",
+                            t.name,
+                            _struct_fields(t),
+                            _annotations(t.annotations),
+                        )
+                    )
         return out
 
 
@@ -486,13 +555,17 @@ def _struct_fields(t: T.Type) -> tuple[M.StructField, ...]:
         out: list[M.StructField] = []
         for n, ft in t.fields.items():
             if isinstance(ft, T.StructLikeT):
-                out.extend(M.StructField(f"{n}.{f.name}", f.width, f.signed) for f in _struct_fields(ft))
+                out.extend(
+                    M.StructField(f"{n}.{f.name}", f.width, f.signed) for f in _struct_fields(ft)
+                )
             else:
                 out.append(M.StructField(n, T.width_of(ft), isinstance(ft, T.IntT)))
         return tuple(out)
     if isinstance(t, T.TupleT):
-        return tuple(M.StructField(f"f{i}", T.width_of(e), isinstance(e, T.IntT))
-                     for i, e in enumerate(t.elems))  # fmt: skip
+        return tuple(
+            M.StructField(f"f{i}", T.width_of(e), isinstance(e, T.IntT))
+            for i, e in enumerate(t.elems)
+        )
     return (M.StructField("value", T.width_of(t), isinstance(t, T.IntT)),)
 
 

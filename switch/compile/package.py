@@ -23,8 +23,9 @@ class DeviceConfigError(P4Error):
     """A ``p4_device_config`` that is not a tailfabric P4 program."""
 
 
-def make_device_config(path: str | Path, include_dirs: Sequence[str] = (),
-                       defines: Mapping[str, str] | None = None) -> bytes:  # fmt: skip
+def make_device_config(
+    path: str | Path, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None
+) -> bytes:
     """Preprocess ``path`` into a self-contained device config."""
     pre = preprocess_file(str(path), include_dirs, defines)
     doc = {"format": FORMAT, "name": str(path), "source": pre.text, "files": pre.files}
@@ -45,15 +46,23 @@ def load_device_config(data: bytes) -> CompiledProgram:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise DeviceConfigError(
             "p4_device_config is not a tailfabric P4 program (make one with 'tf-p4 compile'; "
-            "BMv2 JSON is not accepted)") from None  # fmt: skip
+            "BMv2 JSON is not accepted)"
+        ) from None
     if isinstance(doc, dict) and ("pipelines" in doc or "header_types" in doc):
         raise DeviceConfigError(
             "p4_device_config is BMv2 JSON (p4c output); tf-switch compiles P4 itself: push the "
-            "output of 'tf-p4 compile PROG.p4' instead")  # fmt: skip
+            "output of 'tf-p4 compile PROG.p4' instead"
+        )
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise DeviceConfigError(f"p4_device_config is not a tailfabric P4 program (format is "
-                                f"not {FORMAT!r}; make one with 'tf-p4 compile')")  # fmt: skip
-    source, name, files = doc.get("source"), doc.get("name", "<device-config>"), doc.get("files", {})
+        raise DeviceConfigError(
+            f"p4_device_config is not a tailfabric P4 program (format is "
+            f"not {FORMAT!r}; make one with 'tf-p4 compile')"
+        )
+    source, name, files = (
+        doc.get("source"),
+        doc.get("name", "<device-config>"),
+        doc.get("files", {}),
+    )
     if not isinstance(source, str) or not isinstance(name, str) or not isinstance(files, dict):
         raise DeviceConfigError("malformed device config")
     clean_files = {str(k): [str(x) for x in v] for k, v in files.items() if isinstance(v, list)}

@@ -67,8 +67,11 @@ def fields_code(gen: CodeGen, e: ast.Expr) -> str:
     if isinstance(t, T.TupleT):
         tmp = gen.tmp("tp")
         gen.pre.append(f"{tmp} = {v}")
-        return "(" + "".join(_scalar_pair(f"{tmp}[{i}]", et) + ", "
-                             for i, et in enumerate(t.elems)) + ")"  # fmt: skip
+        return (
+            "("
+            + "".join(_scalar_pair(f"{tmp}[{i}]", et) + ", " for i, et in enumerate(t.elems))
+            + ")"
+        )
     return "(" + _scalar_pair(v, t) + ",)"
 
 
@@ -103,8 +106,10 @@ def hash_(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
     fields = fields_code(gen, data)
     b = gen.g_expr(base) if base is not None else "0"
     m = gen.g_expr(max_) if max_ is not None else "0"
-    value = (f"_v1model_hash_result(_rt.hash({name!r}, _pack_bits({fields})), {b}, {m}, "
-             f"{_width(result.type)})")  # fmt: skip
+    value = (
+        f"_v1model_hash_result(_rt.hash({name!r}, _pack_bits({fields})), {b}, {m}, "
+        f"{_width(result.type)})"
+    )
     gen.flush(out)
     gen.g_assign(result, value, out)
     return None
@@ -177,8 +182,9 @@ def _rel_path(gen: CodeGen, e: ast.Expr) -> str:
             return "m"
         if t is gen.sm_type:
             return "sm"
-    raise UnsupportedError("field lists may only name fields of the user metadata or "
-                           "standard_metadata", e.span)  # fmt: skip
+    raise UnsupportedError(
+        "field lists may only name fields of the user metadata or standard_metadata", e.span
+    )
 
 
 def _old_field_list(gen: CodeGen, data: ast.Expr | None) -> str:
@@ -311,10 +317,15 @@ EXTERN_FUNCTIONS: dict[str, Emit] = {
 
 def _obj(gen: CodeGen, info: CallInfo) -> str:
     target = info.target
-    if isinstance(target, ast.Name) and isinstance(target.ref, Sym) and target.ref.kind == "instance":
+    if (
+        isinstance(target, ast.Name)
+        and isinstance(target.ref, Sym)
+        and target.ref.kind == "instance"
+    ):
         return gen.extern_inst(target.ref).py
-    raise UnsupportedError("extern methods must be called on a declared instance",
-                           getattr(target, "span", None))  # fmt: skip
+    raise UnsupportedError(
+        "extern methods must be called on a declared instance", getattr(target, "span", None)
+    )
 
 
 def register_read(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:

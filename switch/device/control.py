@@ -64,7 +64,10 @@ class _Server(socketserver.ThreadingTCPServer):
         dev = self.device
         with dev.lock:
             if dev.state is None:
-                return {"ok": False, "error": "no P4 program loaded yet (SetForwardingPipelineConfig)"}
+                return {
+                    "ok": False,
+                    "error": "no P4 program loaded yet (SetForwardingPipelineConfig)",
+                }
             try:
                 out = run_command(dev.state, dev.tm, req["cmd"])
             except P4Error as e:
@@ -79,8 +82,9 @@ class RuntimeCliServer:
 
     def __init__(self, device: Any, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
         self._server = _Server((host, port), device)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="runtime-cli",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="runtime-cli", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -97,7 +101,9 @@ class RuntimeCliServer:
 
 
 class RuntimeCliClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, timeout: float = 5.0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, timeout: float = 5.0
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.f = self.sock.makefile("rwb")
 
@@ -123,12 +129,20 @@ class RuntimeCliClient:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tf-switch-cli [--thrift-port N] [COMMAND ...]``: one command, or lines from stdin."""
-    ap = argparse.ArgumentParser(prog="tf-switch-cli", description="runtime CLI of tf-switch "
-                                 "(simple_switch_CLI commands: set_queue_rate, mirroring_add, mc_*, ...)")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="tf-switch-cli",
+        description="runtime CLI of tf-switch "
+        "(simple_switch_CLI commands: set_queue_rate, mirroring_add, mc_*, ...)",
+    )
     ap.add_argument("--thrift-port", type=int, default=DEFAULT_PORT, help="the switch's CLI port")
     ap.add_argument("--thrift-ip", default="127.0.0.1")
-    ap.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                    help="keep trying to reach a switch that is still starting")  # fmt: skip
+    ap.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep trying to reach a switch that is still starting",
+    )
     ap.add_argument("command", nargs="*", help="a command; without one, read commands from stdin")
     args = ap.parse_args(argv)
     deadline = time.monotonic() + args.wait
@@ -140,8 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if time.monotonic() < deadline:
                 time.sleep(0.1)
                 continue
-            print(f"error: cannot reach the switch at {args.thrift_ip}:{args.thrift_port}: "
-                  f"{e.strerror or e}", file=sys.stderr)  # fmt: skip
+            print(
+                f"error: cannot reach the switch at {args.thrift_ip}:{args.thrift_port}: "
+                f"{e.strerror or e}",
+                file=sys.stderr,
+            )
             return 1
     lines = [" ".join(args.command)] if args.command else sys.stdin
     rc = 0

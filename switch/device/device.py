@@ -122,9 +122,16 @@ class Wakeup:
 class Device:
     """A switch: pipeline lifecycle, traffic manager, CPU port and packet I/O hooks."""
 
-    def __init__(self, device_id: int = 1, cpu_port: int | None = None, *,
-                 priority_queues: int = 1, queue_depth: int = 64, seed: int = 0,
-                 clock: Callable[[], int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        device_id: int = 1,
+        cpu_port: int | None = None,
+        *,
+        priority_queues: int = 1,
+        queue_depth: int = 64,
+        seed: int = 0,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.seed = seed
@@ -211,8 +218,13 @@ class Device:
         ts = now & 0xFFFFFFFF
         for job in jobs:
             pq = tm.ports.get(job.port)
-            if (pq is not None and not pq.rate_pps and not pq.rate_bps and job.priority < tm.nq
-                    and not any(pq.queues)):  # fmt: skip
+            if (
+                pq is not None
+                and not pq.rate_pps
+                and not pq.rate_bps
+                and job.priority < tm.nq
+                and not any(pq.queues)
+            ):
                 pq.enqueued += 1
                 pq.dequeued += 1
                 job.sm.f_enq_timestamp = ts
@@ -246,8 +258,12 @@ class Device:
             return []
         now = self.now_us()
         for _port, job, enq_us, deq_depth in self.tm.dequeue_ready(now, limit):
-            info = (enq_us & 0xFFFFFFFF, job.sm.f_enq_qdepth, (now - enq_us) & 0xFFFFFFFF,
-                    deq_depth)  # fmt: skip
+            info = (
+                enq_us & 0xFFFFFFFF,
+                job.sm.f_enq_qdepth,
+                (now - enq_us) & 0xFFFFFFFF,
+                deq_depth,
+            )
             self._egress(job, info, now)
         frames, self._ready = self._ready, []
         cpu = self.cpu_port

@@ -69,7 +69,11 @@ def net_unavailable_reason() -> str | None:
 
 
 def run_in_netns(
-    ns: str | None, argv: Sequence[str], *, check: bool = True, timeout: float | None = 30.0,
+    ns: str | None,
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    timeout: float | None = 30.0,
     capture: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` inside namespace ``ns`` (``None``: the root namespace)."""
@@ -80,7 +84,9 @@ def run_in_netns(
     return proc
 
 
-def popen_in_netns(ns: str | None, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
+def popen_in_netns(
+    ns: str | None, argv: Sequence[str], **kwargs: object
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` inside namespace ``ns`` (``None``: the root namespace)."""
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
     return subprocess.Popen(cmd, **kwargs)  # type: ignore[call-overload, no-any-return]
@@ -274,9 +280,17 @@ class VethPair:
     """
 
     def __init__(
-        self, a: str, b: str, *, ns_a: Netns | str | None = None, ns_b: Netns | str | None = None,
-        mtu: int | None = None, mac_a: str | None = None, mac_b: str | None = None,
-        offloads: bool = False, ipv6_off: Sequence[str] = (),
+        self,
+        a: str,
+        b: str,
+        *,
+        ns_a: Netns | str | None = None,
+        ns_b: Netns | str | None = None,
+        mtu: int | None = None,
+        mac_a: str | None = None,
+        mac_b: str | None = None,
+        offloads: bool = False,
+        ipv6_off: Sequence[str] = (),
     ) -> None:
         for name in (a, b):
             if len(name) >= IFNAMSIZ:
@@ -378,8 +392,20 @@ def read_proc_net_dev(ns: str | None) -> dict[str, dict[str, int]]:
         return Path(f"/proc/self/task/{threading.get_native_id()}/net/dev").read_text()
 
     text = call_in_netns(ns, read)
-    names = ["rx_bytes", "rx_packets", "rx_errs", "rx_drop", "rx_fifo", "rx_frame",
-             "rx_compressed", "rx_multicast", "tx_bytes", "tx_packets", "tx_errs", "tx_drop"]
+    names = [
+        "rx_bytes",
+        "rx_packets",
+        "rx_errs",
+        "rx_drop",
+        "rx_fifo",
+        "rx_frame",
+        "rx_compressed",
+        "rx_multicast",
+        "tx_bytes",
+        "tx_packets",
+        "tx_errs",
+        "tx_drop",
+    ]
     out: dict[str, dict[str, int]] = {}
     for line in text.splitlines()[2:]:
         dev, _, rest = line.partition(":")

@@ -88,8 +88,9 @@ def feature_names(sock: socket.socket, ifname: str) -> list[str]:
     info = _ethtool_buf(sock, ifname, struct.pack("IIQI", _GSSET_INFO, 0, 1 << _ETH_SS_FEATURES, 0))
     count = struct.unpack_from("I", info, 16)[0]
     raw = _ethtool_buf(
-        sock, ifname, struct.pack("III", _GSTRINGS, _ETH_SS_FEATURES, count)
-        + bytes(count * _ETH_GSTRING_LEN),
+        sock,
+        ifname,
+        struct.pack("III", _GSTRINGS, _ETH_SS_FEATURES, count) + bytes(count * _ETH_GSTRING_LEN),
     )
     names = []
     for i in range(count):

@@ -70,7 +70,9 @@ _SLL_PKTTYPE = TPACKET2_HDR.size + 10
 _PAGE = mmap.PAGESIZE
 
 
-def ring_geometry(frame_size: int, frames: int, block_size: int = 1 << 16) -> tuple[int, int, int, int]:
+def ring_geometry(
+    frame_size: int, frames: int, block_size: int = 1 << 16
+) -> tuple[int, int, int, int]:
     """``tpacket_req`` fields (block_size, block_nr, frame_size, frame_nr) for ``frames`` slots.
 
     Slots never straddle blocks, so with ``block_size % frame_size == 0`` slot ``i`` starts at
@@ -98,7 +100,12 @@ class PacketRings:
     """
 
     def __init__(
-        self, sock: socket.socket, *, frame_size: int, rx_frames: int, tx_frames: int,
+        self,
+        sock: socket.socket,
+        *,
+        frame_size: int,
+        rx_frames: int,
+        tx_frames: int,
         check_outgoing: bool,
     ) -> None:
         self.sock = sock
@@ -121,8 +128,9 @@ class PacketRings:
             bs, bn, fs, fn = ring_geometry(frame_size, tx_frames)
             sock.setsockopt(SOL_PACKET, PACKET_TX_RING, struct.pack("IIII", bs, bn, fs, fn))
             self.tx_frames, tx_bytes = fn, bs * bn
-        self.mm = mmap.mmap(sock.fileno(), rx_bytes + tx_bytes, mmap.MAP_SHARED,
-                            mmap.PROT_READ | mmap.PROT_WRITE)
+        self.mm = mmap.mmap(
+            sock.fileno(), rx_bytes + tx_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+        )
         self.u32 = memoryview(self.mm).cast("I")
         self.rx_idx = 0
         self.tx_base = rx_bytes
@@ -157,8 +165,12 @@ class PacketRings:
             if not status & TP_STATUS_USER:
                 break
             _st, length, snap, mac = unpack(mm, off)
-            if (status & (TP_STATUS_VLAN_VALID | TP_STATUS_CSUMNOTREADY)) or snap != length \
-                    or length < ETH_HLEN or (check_outgoing and mm[off + _SLL_PKTTYPE] == PACKET_OUTGOING):
+            if (
+                (status & (TP_STATUS_VLAN_VALID | TP_STATUS_CSUMNOTREADY))
+                or snap != length
+                or length < ETH_HLEN
+                or (check_outgoing and mm[off + _SLL_PKTTYPE] == PACKET_OUTGOING)
+            ):
                 frame = self._odd_frame(off, status, length, snap, mac)
             else:
                 frame = mm[off + mac : off + mac + snap]

@@ -78,7 +78,11 @@ class PcapWriter:
     """
 
     def __init__(
-        self, path: str | Path, *, snaplen: int = DEFAULT_SNAPLEN, flush_interval: float = 0.5,
+        self,
+        path: str | Path,
+        *,
+        snaplen: int = DEFAULT_SNAPLEN,
+        flush_interval: float = 0.5,
         linktype: int = LINKTYPE_ETHERNET,
     ) -> None:
         self.path = Path(path)
@@ -179,7 +183,11 @@ class PortCaptures:
     """
 
     def __init__(
-        self, directory: str | Path, ports: Mapping[int, str], *, flush_interval: float = 0.5,
+        self,
+        directory: str | Path,
+        ports: Mapping[int, str],
+        *,
+        flush_interval: float = 0.5,
     ) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
         self._in: dict[int, PcapWriter] = {}

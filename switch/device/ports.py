@@ -114,10 +114,19 @@ class Port:
     """
 
     def __init__(
-        self, number: int, ifname: str, *, ring: bool = True, tx_ring: bool = True,
-        rx_frames: int = DEFAULT_RX_FRAMES, tx_frames: int = DEFAULT_TX_FRAMES,
-        buffer_bytes: int = DEFAULT_BUFFER, promisc: bool = True, qdisc_bypass: bool = False,
-        netns: str | None = None, ring_min_batch: int = DEFAULT_RING_MIN_BATCH,
+        self,
+        number: int,
+        ifname: str,
+        *,
+        ring: bool = True,
+        tx_ring: bool = True,
+        rx_frames: int = DEFAULT_RX_FRAMES,
+        tx_frames: int = DEFAULT_TX_FRAMES,
+        buffer_bytes: int = DEFAULT_BUFFER,
+        promisc: bool = True,
+        qdisc_bypass: bool = False,
+        netns: str | None = None,
+        ring_min_batch: int = DEFAULT_RING_MIN_BATCH,
     ) -> None:
         self.number = number
         self.ifname = ifname
@@ -148,7 +157,9 @@ class Port:
             if ring or tx_ring:
                 try:
                     self._rings = PacketRings(
-                        self.sock, frame_size=frame_size, rx_frames=rx_frames if ring else 0,
+                        self.sock,
+                        frame_size=frame_size,
+                        rx_frames=rx_frames if ring else 0,
                         tx_frames=tx_frames if tx_ring else 0,
                         check_outgoing=not self.ignores_outgoing,
                     )
@@ -298,8 +309,11 @@ class Port:
         ok = [f for f in frames if lo <= len(f) <= hi]
         if len(ok) != len(frames):
             top = self.max_frame
-            ok = [f for f in frames
-                  if lo <= len(f) <= hi or (hi < len(f) <= top and f[12:14] in _VLAN_TYPES)]
+            ok = [
+                f
+                for f in frames
+                if lo <= len(f) <= hi or (hi < len(f) <= top and f[12:14] in _VLAN_TYPES)
+            ]
             self.counters.malformed += len(frames) - len(ok)
         return ok
 
@@ -582,4 +596,3 @@ class PortSet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

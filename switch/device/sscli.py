@@ -69,15 +69,22 @@ def parse_rate(text: str) -> tuple[float, str]:
     """``1000`` or ``1000pps`` (packets/s, as BMv2) or ``100mbps``/``1gbps``/``64kbps``/``8bps``."""
     low = text.lower()
     unit, mult = "pps", 1.0
-    for suffix, m, u in (("gbps", 1e9, "bps"), ("mbps", 1e6, "bps"), ("kbps", 1e3, "bps"),
-                         ("bps", 1.0, "bps"), ("pps", 1.0, "pps")):  # fmt: skip
+    for suffix, m, u in (
+        ("gbps", 1e9, "bps"),
+        ("mbps", 1e6, "bps"),
+        ("kbps", 1e3, "bps"),
+        ("bps", 1.0, "bps"),
+        ("pps", 1.0, "pps"),
+    ):
         if low.endswith(suffix):
             low, unit, mult = low[: -len(suffix)], u, m
             break
     try:
         rate = float(low) * mult
     except ValueError:
-        raise CliError(f"rate must be a number (optionally with pps/bps/kbps/mbps/gbps), got '{text}'") from None
+        raise CliError(
+            f"rate must be a number (optionally with pps/bps/kbps/mbps/gbps), got '{text}'"
+        ) from None
     if rate < 0:
         raise CliError("rate must not be negative")
     return rate, unit
@@ -99,10 +106,17 @@ def show_queues(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str
     t = _tm(tm)
     lines = ["port  depth  max_depth  enqueued  dequeued  drops  rate"]
     for port, pq in sorted(t.ports.items()):
-        rate = (f"{pq.rate_bps:.0f} bps" if pq.rate_bps else
-                f"{pq.rate_pps:.0f} pps" if pq.rate_pps else "unlimited")  # fmt: skip
-        lines.append(f"{port:>4}  {pq.size():>5}  {pq.max_depth_seen:>9}  {pq.enqueued:>8}  "
-                     f"{pq.dequeued:>8}  {pq.drops:>5}  {rate}")  # fmt: skip
+        rate = (
+            f"{pq.rate_bps:.0f} bps"
+            if pq.rate_bps
+            else f"{pq.rate_pps:.0f} pps"
+            if pq.rate_pps
+            else "unlimited"
+        )
+        lines.append(
+            f"{port:>4}  {pq.size():>5}  {pq.max_depth_seen:>9}  {pq.enqueued:>8}  "
+            f"{pq.dequeued:>8}  {pq.drops:>5}  {rate}"
+        )
     return "\n".join(lines)
 
 
@@ -216,7 +230,9 @@ def parse_value(text: str, width: int, what: str) -> int:
         else:
             v = int(t, 0)
     except ValueError:
-        raise CliError(f"{what}: cannot read '{text}' (integer, MAC, IPv4 or IPv6 address)") from None
+        raise CliError(
+            f"{what}: cannot read '{text}' (integer, MAC, IPv4 or IPv6 address)"
+        ) from None
     if v < 0 or v >= 1 << width:
         raise CliError(f"{what}: {text} does not fit in {width} bits")
     return v
@@ -256,24 +272,33 @@ def _action(st: SwitchState, table: str, name: str, params: list[str]) -> Action
         raise CliError(f"table '{t.spec.name}' has no action '{name}'; actions: {', '.join(names)}")
     spec = st.actions[fq]
     if len(params) != len(spec.params):
-        raise CliError(f"action '{fq}' takes {len(spec.params)} parameter(s) "
-                       f"({', '.join(p.name for p in spec.params)}), got {len(params)}")  # fmt: skip
-    return ActionCall(fq, tuple(parse_value(v, p.width, f"parameter '{p.name}'")
-                                for v, p in zip(params, spec.params)))  # fmt: skip
+        raise CliError(
+            f"action '{fq}' takes {len(spec.params)} parameter(s) "
+            f"({', '.join(p.name for p in spec.params)}), got {len(params)}"
+        )
+    return ActionCall(
+        fq,
+        tuple(
+            parse_value(v, p.width, f"parameter '{p.name}'") for v, p in zip(params, spec.params)
+        ),
+    )
 
 
 def table_add(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
     """table_add <table> <action> <match...> => <params...> [priority]"""
     if "=>" not in a:
-        raise CliError("usage: table_add <table> <action> <match fields> => <action parameters> "
-                       "[priority]")  # fmt: skip
+        raise CliError(
+            "usage: table_add <table> <action> <match fields> => <action parameters> [priority]"
+        )
     i = a.index("=>")
-    table, action, matches, rest = a[0], a[1], a[2:i], a[i + 1:]
+    table, action, matches, rest = a[0], a[1], a[2:i], a[i + 1 :]
     t = st.table(table)
     keys = t.spec.match_keys
     if len(matches) != len(keys):
-        raise CliError(f"table '{t.spec.name}' has {len(keys)} match field(s) "
-                       f"({', '.join(k.name for k in keys)}), got {len(matches)}")  # fmt: skip
+        raise CliError(
+            f"table '{t.spec.name}' has {len(keys)} match field(s) "
+            f"({', '.join(k.name for k in keys)}), got {len(matches)}"
+        )
     prio = 0
     if t.spec.needs_priority:
         if not rest:
@@ -309,9 +334,15 @@ def table_dump(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
     t = st.table(a[0])
     lines = [f"table {t.spec.name}: {len(t)} entries, default {t.default.name}{t.default.args}"]
     for e in t.entries():
-        act = f"{e.action.name}{e.action.args}" if e.action else f"member {e.member_id} group {e.group_id}"
-        lines.append(f"  match {e.match} priority {e.priority} -> {act} "
-                     f"(packets {e.packets}, bytes {e.bytes})")  # fmt: skip
+        act = (
+            f"{e.action.name}{e.action.args}"
+            if e.action
+            else f"member {e.member_id} group {e.group_id}"
+        )
+        lines.append(
+            f"  match {e.match} priority {e.priority} -> {act} "
+            f"(packets {e.packets}, bytes {e.bytes})"
+        )
     return "\n".join(lines)
 
 
@@ -324,58 +355,125 @@ def help_(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
 
 
 COMMANDS: dict[str, Command] = {
-    "set_queue_depth": Command("set_queue_depth <depth> [port [priority]]", 1, 3,
-                               set_queue_depth, "egress queue capacity in packets"),
-    "set_queue_rate": Command("set_queue_rate <rate>[pps|bps|mbps] [port]", 1, 2,
-                              set_queue_rate, "egress drain rate"),
+    "set_queue_depth": Command(
+        "set_queue_depth <depth> [port [priority]]",
+        1,
+        3,
+        set_queue_depth,
+        "egress queue capacity in packets",
+    ),
+    "set_queue_rate": Command(
+        "set_queue_rate <rate>[pps|bps|mbps] [port]", 1, 2, set_queue_rate, "egress drain rate"
+    ),
     "show_queues": Command("show_queues", 0, 0, show_queues, "queue depths and drops"),
-    "mirroring_add": Command("mirroring_add <session> <port>", 2, 2,
-                             _pre_call("mirroring_add", "NN"), "clone session to a port"),
-    "mirroring_add_mc": Command("mirroring_add_mc <session> <mgrp>", 2, 2,
-                                _pre_call("mirroring_add_mc", "NN"), "clone session to a group"),
-    "mirroring_delete": Command("mirroring_delete <session>", 1, 1,
-                                _pre_call("mirroring_delete", "N"), "delete a clone session"),
-    "mirroring_get": Command("mirroring_get <session>", 1, 1, _pre_call("mirroring_get", "N"),
-                             "show a clone session"),
-    "mc_mgrp_create": Command("mc_mgrp_create <mgrp>", 1, 1, _pre_call("mc_mgrp_create", "N"),
-                              "create a multicast group"),
-    "mc_mgrp_destroy": Command("mc_mgrp_destroy <mgrp>", 1, 1, _pre_call("mc_mgrp_destroy", "N"),
-                               "destroy a multicast group"),
-    "mc_node_create": Command("mc_node_create <rid> <port>...", 1, None,
-                              _pre_call("mc_node_create", "NN*"), "create a node (rid, ports)"),
-    "mc_node_update": Command("mc_node_update <handle> <port>...", 1, None,
-                              _pre_call("mc_node_update", "NN*"), "change a node's ports"),
-    "mc_node_associate": Command("mc_node_associate <mgrp> <handle>", 2, 2,
-                                 _pre_call("mc_node_associate", "NN"), "add a node to a group"),
-    "mc_node_dissociate": Command("mc_node_dissociate <mgrp> <handle>", 2, 2,
-                                  _pre_call("mc_node_dissociate", "NN"), "remove it again"),
-    "mc_node_destroy": Command("mc_node_destroy <handle>", 1, 1,
-                               _pre_call("mc_node_destroy", "N"), "delete a node"),
+    "mirroring_add": Command(
+        "mirroring_add <session> <port>",
+        2,
+        2,
+        _pre_call("mirroring_add", "NN"),
+        "clone session to a port",
+    ),
+    "mirroring_add_mc": Command(
+        "mirroring_add_mc <session> <mgrp>",
+        2,
+        2,
+        _pre_call("mirroring_add_mc", "NN"),
+        "clone session to a group",
+    ),
+    "mirroring_delete": Command(
+        "mirroring_delete <session>",
+        1,
+        1,
+        _pre_call("mirroring_delete", "N"),
+        "delete a clone session",
+    ),
+    "mirroring_get": Command(
+        "mirroring_get <session>", 1, 1, _pre_call("mirroring_get", "N"), "show a clone session"
+    ),
+    "mc_mgrp_create": Command(
+        "mc_mgrp_create <mgrp>", 1, 1, _pre_call("mc_mgrp_create", "N"), "create a multicast group"
+    ),
+    "mc_mgrp_destroy": Command(
+        "mc_mgrp_destroy <mgrp>",
+        1,
+        1,
+        _pre_call("mc_mgrp_destroy", "N"),
+        "destroy a multicast group",
+    ),
+    "mc_node_create": Command(
+        "mc_node_create <rid> <port>...",
+        1,
+        None,
+        _pre_call("mc_node_create", "NN*"),
+        "create a node (rid, ports)",
+    ),
+    "mc_node_update": Command(
+        "mc_node_update <handle> <port>...",
+        1,
+        None,
+        _pre_call("mc_node_update", "NN*"),
+        "change a node's ports",
+    ),
+    "mc_node_associate": Command(
+        "mc_node_associate <mgrp> <handle>",
+        2,
+        2,
+        _pre_call("mc_node_associate", "NN"),
+        "add a node to a group",
+    ),
+    "mc_node_dissociate": Command(
+        "mc_node_dissociate <mgrp> <handle>",
+        2,
+        2,
+        _pre_call("mc_node_dissociate", "NN"),
+        "remove it again",
+    ),
+    "mc_node_destroy": Command(
+        "mc_node_destroy <handle>", 1, 1, _pre_call("mc_node_destroy", "N"), "delete a node"
+    ),
     "mc_dump": Command("mc_dump", 0, 0, mc_dump, "multicast groups and clone sessions"),
     "register_read": Command("register_read <register> [index]", 1, 2, register_read, ""),
-    "register_write": Command("register_write <register> <index> <value>", 3, 3,
-                              register_write, ""),
+    "register_write": Command(
+        "register_write <register> <index> <value>", 3, 3, register_write, ""
+    ),
     "register_reset": Command("register_reset <register>", 1, 1, register_reset, ""),
     "counter_read": Command("counter_read <counter> <index>", 2, 2, counter_read, ""),
-    "counter_write": Command("counter_write <counter> <index> <packets> <bytes>", 4, 4,
-                             counter_write, ""),
+    "counter_write": Command(
+        "counter_write <counter> <index> <packets> <bytes>", 4, 4, counter_write, ""
+    ),
     "counter_reset": Command("counter_reset <counter>", 1, 1, counter_reset, ""),
-    "meter_set_rates": Command("meter_set_rates <meter> <index> <rate:burst>...", 3, 4,
-                               meter_set_rates, "rates in units per microsecond"),
-    "meter_array_set_rates": Command("meter_array_set_rates <meter> <rate:burst>...", 2, 3,
-                                     meter_array_set_rates, ""),
+    "meter_set_rates": Command(
+        "meter_set_rates <meter> <index> <rate:burst>...",
+        3,
+        4,
+        meter_set_rates,
+        "rates in units per microsecond",
+    ),
+    "meter_array_set_rates": Command(
+        "meter_array_set_rates <meter> <rate:burst>...", 2, 3, meter_array_set_rates, ""
+    ),
     "meter_get_rates": Command("meter_get_rates <meter> <index>", 2, 2, meter_get_rates, ""),
-    "table_add": Command("table_add <table> <action> <match...> => <params...> [prio]", 3,
-                         None, table_add, "add an entry (lpm a/len, ternary v&&&m, range lo->hi)"),
-    "table_set_default": Command("table_set_default <table> <action> <params...>", 2, None,
-                                 table_set_default, "set the default action"),
+    "table_add": Command(
+        "table_add <table> <action> <match...> => <params...> [prio]",
+        3,
+        None,
+        table_add,
+        "add an entry (lpm a/len, ternary v&&&m, range lo->hi)",
+    ),
+    "table_set_default": Command(
+        "table_set_default <table> <action> <params...>",
+        2,
+        None,
+        table_set_default,
+        "set the default action",
+    ),
     "table_reset_default": Command("table_reset_default <table>", 1, 1, table_reset_default, ""),
     "table_clear": Command("table_clear <table>", 1, 1, table_clear, "remove all entries"),
     "table_num_entries": Command("table_num_entries <table>", 1, 1, table_num_entries, ""),
     "table_dump": Command("table_dump <table>", 1, 1, table_dump, ""),
     "show_tables": Command("show_tables", 0, 0, show_tables, ""),
     "help": Command("help", 0, 0, help_, "this list"),
-}  # fmt: skip
+}
 
 
 def run_command(state: SwitchState, tm: TrafficManager | None, line: str | list[str]) -> str:

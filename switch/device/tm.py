@@ -53,9 +53,13 @@ class TrafficManager:
     def port(self, port: int) -> PortQueue:
         pq = self.ports.get(port)
         if pq is None:
-            pq = PortQueue([deque() for _ in range(self.nq)], [self.default_depth] * self.nq,
-                           self.default_rate_pps, self.default_rate_bps,
-                           prio_drops=[0] * self.nq)  # fmt: skip
+            pq = PortQueue(
+                [deque() for _ in range(self.nq)],
+                [self.default_depth] * self.nq,
+                self.default_rate_pps,
+                self.default_rate_bps,
+                prio_drops=[0] * self.nq,
+            )
             self.ports[port] = pq
         return pq
 
@@ -165,6 +169,13 @@ class TrafficManager:
         return best
 
     def stats(self) -> dict[int, dict[str, int]]:
-        return {p: {"depth": pq.size(), "drops": pq.drops, "enqueued": pq.enqueued,
-                    "dequeued": pq.dequeued, "max_depth": pq.max_depth_seen}
-                for p, pq in sorted(self.ports.items())}  # fmt: skip
+        return {
+            p: {
+                "depth": pq.size(),
+                "drops": pq.drops,
+                "enqueued": pq.enqueued,
+                "dequeued": pq.dequeued,
+                "max_depth": pq.max_depth_seen,
+            }
+            for p, pq in sorted(self.ports.items())
+        }

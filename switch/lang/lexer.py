@@ -40,12 +40,54 @@ class Token:
 
 # Longest first, so that the regex alternation prefers them.
 OPERATORS = [
-    "&&&", "|+|", "|-|", "<<=", ">>=",
-    "..", "++", "<<", "<=", ">=", "==", "!=", "&&", "||", "+=", "-=", "*=", "/=", "%=",
-    "&=", "|=", "^=",
-    "+", "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", ":", ".", ",", ";", "=",
-    "(", ")", "[", "]", "{", "}", "<", ">", "@",
-]  # fmt: skip
+    "&&&",
+    "|+|",
+    "|-|",
+    "<<=",
+    ">>=",
+    "..",
+    "++",
+    "<<",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "&&",
+    "||",
+    "+=",
+    "-=",
+    "*=",
+    "/=",
+    "%=",
+    "&=",
+    "|=",
+    "^=",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "&",
+    "|",
+    "^",
+    "~",
+    "!",
+    "?",
+    ":",
+    ".",
+    ",",
+    ";",
+    "=",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    "@",
+]
 # '>>' is deliberately not a token: 'bit<bit<8>>' closes two angle brackets. The parser joins
 # two adjacent '>' tokens into a shift.
 
@@ -181,7 +223,9 @@ class Lexer:
                 tokens.append(Token(Tok.IDENT, tok_text, span, None, start))
             elif kind == "string":
                 body = tok_text[1:-1]
-                value = re.sub(r"\\(.)", lambda mm: {"n": "\n", "t": "\t"}.get(mm.group(1), mm.group(1)), body)
+                value = re.sub(
+                    r"\\(.)", lambda mm: {"n": "\n", "t": "\t"}.get(mm.group(1), mm.group(1)), body
+                )
                 tokens.append(Token(Tok.STRING, tok_text, span, value, start))
             else:
                 tokens.append(Token(Tok.OP, tok_text, span, None, start))

@@ -33,8 +33,17 @@ BINARY_LEVELS: list[tuple[str, ...]] = [
     ("*", "/", "%"),
 ]
 
-COMPOUND_ASSIGN = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "%=": "%", "&=": "&",
-                   "|=": "|", "^=": "^", "<<=": "<<"}  # fmt: skip
+COMPOUND_ASSIGN = {
+    "+=": "+",
+    "-=": "-",
+    "*=": "*",
+    "/=": "/",
+    "%=": "%",
+    "&=": "&",
+    "|=": "|",
+    "^=": "^",
+    "<<=": "<<",
+}
 
 
 class _Backtrack(Exception):
@@ -86,7 +95,9 @@ class Parser:
     def expect(self, text: str, what: str | None = None) -> Token:
         if self.tok.text == text and self.tok.kind in (Tok.OP, Tok.IDENT):
             return self.advance()
-        raise self.error(f"expected '{text}'{' ' + what if what else ''}, found {self.describe(self.tok)}")
+        raise self.error(
+            f"expected '{text}'{' ' + what if what else ''}, found {self.describe(self.tok)}"
+        )
 
     def accept(self, text: str) -> Token | None:
         if self.tok.text == text and self.tok.kind in (Tok.OP, Tok.IDENT):
@@ -245,9 +256,13 @@ class Parser:
 
     def looks_like_type_args(self) -> bool:
         nxt = self.peek()
-        return nxt.kind is Tok.IDENT and (
-            nxt.text in BASE_TYPES or nxt.text in ("tuple", "_") or self.is_type_name(nxt.text)
-        ) or (nxt.kind is Tok.INT)
+        return (
+            nxt.kind is Tok.IDENT
+            and (
+                nxt.text in BASE_TYPES or nxt.text in ("tuple", "_") or self.is_type_name(nxt.text)
+            )
+            or (nxt.kind is Tok.INT)
+        )
 
     def parse_type_args(self) -> list[ast.TypeRef]:
         self.expect("<")
@@ -312,8 +327,11 @@ class Parser:
             self.expect("}")
         finally:
             self.scoped_types.pop()
-        cls = {"header": ast.HeaderDecl, "header_union": ast.HeaderUnionDecl,
-               "struct": ast.StructDecl}[kw.text]  # fmt: skip
+        cls = {
+            "header": ast.HeaderDecl,
+            "header_union": ast.HeaderUnionDecl,
+            "struct": ast.StructDecl,
+        }[kw.text]
         return cls(name.text, fields, tparams, span=name.span)
 
     def parse_enum(self) -> ast.EnumDecl:
@@ -385,15 +403,17 @@ class Parser:
     def parse_extern(self) -> ast.Node:
         self.expect("extern")
         # 'extern T f<...>(...);' (a function) or 'extern Name<...> { methods }'
-        if self.tok.kind is Tok.IDENT and self.peek().text in ("{", "<") and not (
-            self.tok.text in BASE_TYPES or self.is_type_name(self.tok.text)
+        if (
+            self.tok.kind is Tok.IDENT
+            and self.peek().text in ("{", "<")
+            and not (self.tok.text in BASE_TYPES or self.is_type_name(self.tok.text))
         ):
             # could still be 'extern Name<T> {' (object) or 'extern f<T>(' is impossible
             # without a return type, so this is an extern object
             pass
-        if self.tok.kind is Tok.IDENT and (self.peek().text == "{" or (
-            self.peek().text == "<" and self._generic_then_brace()
-        )):
+        if self.tok.kind is Tok.IDENT and (
+            self.peek().text == "{" or (self.peek().text == "<" and self._generic_then_brace())
+        ):
             name = self.advance()
             self.type_names.add(name.text)
             tparams = self.parse_type_params()
@@ -867,8 +887,12 @@ class Parser:
             if kw in ("for", "break", "continue"):
                 raise ParseError(f"'{kw}' statements are not supported by this target", t.span)
             nxt = self.peek()
-            if (not self.starts_type() and nxt.kind is Tok.IDENT and self.peek(2).text in ("=", ";")
-                    and t.text not in BASE_TYPES):
+            if (
+                not self.starts_type()
+                and nxt.kind is Tok.IDENT
+                and self.peek(2).text in ("=", ";")
+                and t.text not in BASE_TYPES
+            ):
                 raise ParseError(f"unknown type '{t.text}'", t.span)
             if self.starts_type() and self._is_declaration():
                 typ = self.parse_type()
@@ -1039,7 +1063,8 @@ class Parser:
                 self.advance()
                 return ast.BoolLit(t.text == "true", span=t.span)
             if t.text in ("bit", "int", "varbit", "bool") or (
-                self.is_type_name(t.text) and self.peek().text == "<"
+                self.is_type_name(t.text)
+                and self.peek().text == "<"
                 and self.looks_like_type_args()
             ):
                 typ = self.parse_type()

@@ -241,9 +241,25 @@ class _NeedMore(Exception):
 # #if expressions
 
 _BINARY_PREC = {
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
-    "<": 7, "<=": 7, ">": 7, ">=": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
-}  # fmt: skip
+    "||": 1,
+    "&&": 2,
+    "|": 3,
+    "^": 4,
+    "&": 5,
+    "==": 6,
+    "!=": 6,
+    "<": 7,
+    "<=": 7,
+    ">": 7,
+    ">=": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "%": 10,
+}
 _INT_RE = re.compile(r"(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)[uUlL]*")
 
 
@@ -322,11 +338,19 @@ class _Expr:
                 return -1 if a < 0 else 0
             return _wrap64(a << b if b >= 0 else a >> -b)
         results = {
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-            "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
-            "==": lambda: int(a == b), "!=": lambda: int(a != b), "<": lambda: int(a < b),
-            "<=": lambda: int(a <= b), ">": lambda: int(a > b), ">=": lambda: int(a >= b),
-        }  # fmt: skip
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
+            "&": lambda: a & b,
+            "|": lambda: a | b,
+            "^": lambda: a ^ b,
+            "==": lambda: int(a == b),
+            "!=": lambda: int(a != b),
+            "<": lambda: int(a < b),
+            "<=": lambda: int(a <= b),
+            ">": lambda: int(a > b),
+            ">=": lambda: int(a >= b),
+        }
         return _wrap64(results[o]())
 
     def _unary(self, ev: bool) -> int:

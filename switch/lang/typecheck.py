@@ -78,8 +78,9 @@ class Checker:
     def check(self, program: ast.Program) -> CheckedProgram:
         for decl in program.decls:
             self.check_top(decl)
-        return CheckedProgram(program, self.root, self.errors, self.match_kinds, self.main,
-                              self.types)  # fmt: skip
+        return CheckedProgram(
+            program, self.root, self.errors, self.match_kinds, self.main, self.types
+        )
 
     def declare(self, scope: Scope, sym: Sym, node: ast.Node) -> Sym:
         existing = scope.names.get(sym.name)
@@ -132,8 +133,11 @@ class Checker:
             self.declare(scope, Sym(d.name, "action", T.FuncT("action", d), d), d)
             self.check_action(d, scope)
         elif isinstance(d, (ast.ParserTypeDecl, ast.ControlTypeDecl, ast.PackageDecl)):
-            kind = {ast.ParserTypeDecl: "parser", ast.ControlTypeDecl: "control",
-                    ast.PackageDecl: "package"}[type(d)]  # fmt: skip
+            kind = {
+                ast.ParserTypeDecl: "parser",
+                ast.ControlTypeDecl: "control",
+                ast.PackageDecl: "package",
+            }[type(d)]
             t = T.BlockT(kind, d)
             self.declare(scope, Sym(d.name, "type", t, d), d)
             self.types[d.name] = t
@@ -175,8 +179,13 @@ class Checker:
                 if tr.kind == "int":
                     return T.IntT(w)
                 return T.VarbitT(w)
-            return {"bool": T.BOOL, "error": T.ERROR, "string": T.STRING,
-                    "match_kind": T.MATCH_KIND, "void": T.VOID}[tr.kind]  # fmt: skip
+            return {
+                "bool": T.BOOL,
+                "error": T.ERROR,
+                "string": T.STRING,
+                "match_kind": T.MATCH_KIND,
+                "void": T.VOID,
+            }[tr.kind]
         if isinstance(tr, ast.NamedTypeRef):
             sym = scope.lookup(tr.name)
             if sym is None or sym.kind != "type":
@@ -213,8 +222,11 @@ class Checker:
         raise _err("unsupported type", tr)
 
     def check_struct_like(self, d: ast.Decl, scope: Scope) -> None:
-        kind = {ast.HeaderDecl: "header", ast.StructDecl: "struct",
-                ast.HeaderUnionDecl: "header_union"}[type(d)]  # fmt: skip
+        kind = {
+            ast.HeaderDecl: "header",
+            ast.StructDecl: "struct",
+            ast.HeaderUnionDecl: "header_union",
+        }[type(d)]
         if getattr(d, "type_params", None):
             raise UnsupportedError(f"generic {kind} types are not supported", d.span)
         t = T.StructLikeT(kind, d.name, annotations=d.annotations)
@@ -225,13 +237,17 @@ class Checker:
                 raise _err(f"duplicate field '{f.name}' in {kind} {d.name}", f)
             ft = self.resolve_type(f.typ, scope)
             if kind == "header":
-                if not (isinstance(ft, (T.BitT, T.IntT, T.VarbitT)) or ft is T.BOOL or (
-                    isinstance(ft, T.EnumT) and ft.underlying is not None
-                ) or (isinstance(ft, T.StructLikeT) and ft.kind == "struct")):
+                if not (
+                    isinstance(ft, (T.BitT, T.IntT, T.VarbitT))
+                    or ft is T.BOOL
+                    or (isinstance(ft, T.EnumT) and ft.underlying is not None)
+                    or (isinstance(ft, T.StructLikeT) and ft.kind == "struct")
+                ):
                     raise _err(f"header field '{f.name}' cannot have type {ft}", f)
                 if isinstance(ft, T.VarbitT):
-                    raise UnsupportedError("varbit header fields are not supported by this target",
-                                           f.span)  # fmt: skip
+                    raise UnsupportedError(
+                        "varbit header fields are not supported by this target", f.span
+                    )
             if kind == "header_union" and not (isinstance(ft, T.StructLikeT) and ft.is_header):
                 raise _err(f"header union members must be headers, '{f.name}' is {ft}", f)
             t.fields[f.name] = ft
@@ -241,7 +257,9 @@ class Checker:
             if w % 8 != 0:
                 raise UnsupportedError(
                     f"header {d.name} is {w} bits long; this target (like BMv2) needs headers "
-                    "whose size is a multiple of 8 bits", d.span)  # fmt: skip
+                    "whose size is a multiple of 8 bits",
+                    d.span,
+                )
 
     def check_enum(self, d: ast.EnumDecl, scope: Scope) -> None:
         underlying: T.BitT | T.IntT | None = None
@@ -305,8 +323,11 @@ class Checker:
         if isinstance(e, ast.Name):
             sym = e.ref
             if isinstance(sym, Sym) and sym.kind == "const":
-                return fit_value(sym.value, t) if isinstance(sym.value, int) and not isinstance(
-                    sym.value, bool) else sym.value  # fmt: skip
+                return (
+                    fit_value(sym.value, t)
+                    if isinstance(sym.value, int) and not isinstance(sym.value, bool)
+                    else sym.value
+                )
             return None
         if isinstance(e, ast.Member):
             if isinstance(e.ref, tuple) and e.ref[0] in ("enum", "error"):
@@ -362,8 +383,14 @@ class Checker:
 
     # -- functions, actions ----------------------------------------------------------------
 
-    def declare_params(self, params: list[ast.Param], scope: Scope, storage: str,
-                       owner: Any, allow_directionless: bool = True) -> list[T.Type]:  # fmt: skip
+    def declare_params(
+        self,
+        params: list[ast.Param],
+        scope: Scope,
+        storage: str,
+        owner: Any,
+        allow_directionless: bool = True,
+    ) -> list[T.Type]:
         out: list[T.Type] = []
         for p in params:
             pt = self.resolve_type(p.typ, scope)
@@ -401,15 +428,22 @@ class Checker:
             if p.direction == "":
                 seen_data = True
             elif seen_data:
-                raise _err("directional action parameters must come before action data parameters",
-                           p)  # fmt: skip
+                raise _err(
+                    "directional action parameters must come before action data parameters", p
+                )
         self.declare_params(d.params, ascope, "local", d)
         for p in d.params:
-            if p.direction == "" and not T.is_fixed(p.ref.type) and p.ref.type is not T.BOOL and not (
-                isinstance(p.ref.type, T.EnumT) and p.ref.type.underlying is not None
+            if (
+                p.direction == ""
+                and not T.is_fixed(p.ref.type)
+                and p.ref.type is not T.BOOL
+                and not (isinstance(p.ref.type, T.EnumT) and p.ref.type.underlying is not None)
             ):
-                raise _err(f"action data parameter '{p.name}' must be bit<W>, int<W>, bool or a "
-                           f"serializable enum, not {p.ref.type}", p)  # fmt: skip
+                raise _err(
+                    f"action data parameter '{p.name}' must be bit<W>, int<W>, bool or a "
+                    f"serializable enum, not {p.ref.type}",
+                    p,
+                )
         self.ret_stack.append(None)
         self.context_stack.append("action")
         try:
@@ -559,8 +593,9 @@ class Checker:
             sym = Sym(loc.name, "instance", t, loc, storage=storage, owner=scope.owner)
             self.declare(scope, sym, loc)
         elif isinstance(loc, ast.ActionDecl):
-            self.declare(scope, Sym(loc.name, "action", T.FuncT("action", loc), loc,
-                                    owner=scope.owner), loc)  # fmt: skip
+            self.declare(
+                scope, Sym(loc.name, "action", T.FuncT("action", loc), loc, owner=scope.owner), loc
+            )
             self.check_action(loc, scope)
         elif isinstance(loc, ast.TableDecl):
             self.check_table(loc, scope)
@@ -581,20 +616,25 @@ class Checker:
         d.inst_type = info.decl_type  # type: ignore[attr-defined]
         return info.decl_type  # type: ignore[no-any-return]
 
-    def check_constructor_call(self, t: T.Type, args: list[ast.Arg], scope: Scope,
-                               node: ast.Node) -> Any:  # fmt: skip
+    def check_constructor_call(
+        self, t: T.Type, args: list[ast.Arg], scope: Scope, node: ast.Node
+    ) -> Any:
         if isinstance(t, T.ExternT):
             ctors = [m for m in t.decl.methods if m.ret is None]
             if not ctors:
                 raise _err(f"extern '{t.decl.name}' has no constructor", node)
             bindings = dict(t.type_args)
             ctor = self.pick_overload(ctors, args, node, f"constructor of '{t.decl.name}'")
-            info = self.bind_args(ctor, ctor.params, args, scope, node, bindings,
-                                  t.decl.type_params)  # fmt: skip
+            info = self.bind_args(
+                ctor, ctor.params, args, scope, node, bindings, t.decl.type_params
+            )
             missing = [p for p in t.decl.type_params if p not in bindings]
             if missing:
-                raise _err(f"cannot infer type argument(s) {', '.join(missing)} of "
-                           f"'{t.decl.name}'; write them explicitly", node)  # fmt: skip
+                raise _err(
+                    f"cannot infer type argument(s) {', '.join(missing)} of "
+                    f"'{t.decl.name}'; write them explicitly",
+                    node,
+                )
             info.kind = "constructor"
             info.decl_type = T.ExternT(t.decl, {k: bindings[k] for k in t.decl.type_params})
             return info
@@ -604,8 +644,9 @@ class Checker:
                 raise _err(f"cannot instantiate the type declaration '{decl.name}'", node)
             params = decl.params if isinstance(decl, ast.PackageDecl) else decl.ctor_params
             bindings = dict(t.type_args)
-            info = self.bind_args(decl, params, args, scope, node, bindings,
-                                  getattr(decl, "type_params", []))  # fmt: skip
+            info = self.bind_args(
+                decl, params, args, scope, node, bindings, getattr(decl, "type_params", [])
+            )
             info.kind = "constructor"
             info.decl_type = T.BlockT(t.kind, decl, bindings)
             return info
@@ -626,11 +667,18 @@ class Checker:
             for k in key_prop.keys:
                 kt = self.check_expr(k.expr, scope)
                 if k.match_kind not in self.match_kinds:
-                    raise _err(f"unknown match kind '{k.match_kind}'; valid: "
-                               f"{', '.join(sorted(self.match_kinds))}", k)  # fmt: skip
-                if not (T.is_fixed(kt) or kt is T.BOOL or kt is T.ERROR or (
-                    isinstance(kt, T.EnumT) and kt.underlying is not None
-                ) or isinstance(kt, T.EnumT)):
+                    raise _err(
+                        f"unknown match kind '{k.match_kind}'; valid: "
+                        f"{', '.join(sorted(self.match_kinds))}",
+                        k,
+                    )
+                if not (
+                    T.is_fixed(kt)
+                    or kt is T.BOOL
+                    or kt is T.ERROR
+                    or (isinstance(kt, T.EnumT) and kt.underlying is not None)
+                    or isinstance(kt, T.EnumT)
+                ):
                     raise _err(f"table key cannot have type {kt}", k.expr)
                 key_types.append(kt)
         d.key_types = key_types  # type: ignore[attr-defined]
@@ -679,11 +727,18 @@ class Checker:
         ent = d.prop("entries")
         if ent is not None and ent.entries is not None:
             for e in ent.entries:
-                if len(e.keyset) == 1 and len(key_types) > 1 and isinstance(e.keyset[0], ast.ListExpr):
+                if (
+                    len(e.keyset) == 1
+                    and len(key_types) > 1
+                    and isinstance(e.keyset[0], ast.ListExpr)
+                ):
                     e.keyset = e.keyset[0].items
                 if len(e.keyset) != len(key_types):
-                    raise _err(f"entry has {len(e.keyset)} key values, the table has "
-                               f"{len(key_types)} keys", e)  # fmt: skip
+                    raise _err(
+                        f"entry has {len(e.keyset)} key values, the table has "
+                        f"{len(key_types)} keys",
+                        e,
+                    )
                 for ks, kt in zip(e.keyset, key_types):
                     self.check_simple_keyset(ks, kt, scope)
                 a = self.resolve_action_ref(e.action, scope, in_list=False)
@@ -699,8 +754,9 @@ class Checker:
             return ast.ActionRefSyntax(e, [], span=e.span)
         raise _err("expected an action", e)
 
-    def resolve_action_ref(self, ref: ast.ActionRefSyntax, scope: Scope,
-                           in_list: bool) -> ast.ActionDecl:  # fmt: skip
+    def resolve_action_ref(
+        self, ref: ast.ActionRefSyntax, scope: Scope, in_list: bool
+    ) -> ast.ActionDecl:
         name_e = ref.name
         if isinstance(name_e, ast.Name):
             sym = self.root.lookup(name_e.name) if name_e.top_level else scope.lookup(name_e.name)
@@ -720,25 +776,36 @@ class Checker:
             # only directional parameters may (must) be bound in the actions list
             dir_params = [p for p in params if p.direction]
             if ref.args and len(ref.args) != len(dir_params):
-                raise _err(f"action '{label}' takes {len(dir_params)} directional argument(s) "
-                           f"here, got {len(ref.args)}", ref)  # fmt: skip
+                raise _err(
+                    f"action '{label}' takes {len(dir_params)} directional argument(s) "
+                    f"here, got {len(ref.args)}",
+                    ref,
+                )
             if not ref.args and dir_params:
-                raise _err(f"action '{label}' needs its directional argument(s) in the actions "
-                           "list", ref)  # fmt: skip
+                raise _err(
+                    f"action '{label}' needs its directional argument(s) in the actions list", ref
+                )
             bind_params = dir_params
         else:
             bind_params = params
             if ref.args or params:
                 if len(ref.args) != len(params):
-                    raise _err(f"action '{label}' takes {len(params)} argument(s), got "
-                               f"{len(ref.args)}", ref)  # fmt: skip
+                    raise _err(
+                        f"action '{label}' takes {len(params)} argument(s), got {len(ref.args)}",
+                        ref,
+                    )
         info = self.bind_args(decl, bind_params, ref.args, scope, ref, {}, [])
         info.kind = "action"
         if not in_list:
             for p, a in zip(bind_params, ref.args):
-                if p.direction == "" and a.value is not None and self.try_eval_const(a.value) is None:
-                    raise _err(f"action data argument '{p.name}' must be a compile-time constant",
-                               a)  # fmt: skip
+                if (
+                    p.direction == ""
+                    and a.value is not None
+                    and self.try_eval_const(a.value) is None
+                ):
+                    raise _err(
+                        f"action data argument '{p.name}' must be a compile-time constant", a
+                    )
         ref.call_info = info  # type: ignore[attr-defined]
         return decl
 
@@ -805,8 +872,9 @@ class Checker:
                         raise _err("switch on action_run needs action names as labels", label)
                     acts = {a.name: a for a in st.table.action_decls}
                     if label.name not in acts:
-                        raise _err(f"'{label.name}' is not an action of table "
-                                   f"'{st.table.name}'", label)  # fmt: skip
+                        raise _err(
+                            f"'{label.name}' is not an action of table '{st.table.name}'", label
+                        )
                     label.ref = acts[label.name]
                     key: Any = label.name
                 else:
@@ -839,7 +907,9 @@ class Checker:
                 raise _err(f"'{e.name}' cannot be assigned", e)
             return
         if isinstance(e, ast.Member):
-            if isinstance(e.ref, tuple) and not (e.ref[0] == "stack" and e.name in ("next", "last")):
+            if isinstance(e.ref, tuple) and not (
+                e.ref[0] == "stack" and e.name in ("next", "last")
+            ):
                 raise _err(f"cannot assign to '{e.name}'", e)
             self.check_lvalue(e.expr, scope)
             return
@@ -893,8 +963,9 @@ class Checker:
             ftypes = list(target.fields.items())
             if isinstance(e, ast.ListExpr):
                 if len(e.items) != len(ftypes):
-                    raise _err(f"{what}: {target} has {len(ftypes)} fields, the list has "
-                               f"{len(e.items)}", e)  # fmt: skip
+                    raise _err(
+                        f"{what}: {target} has {len(ftypes)} fields, the list has {len(e.items)}", e
+                    )
                 for item, (_, ft) in zip(e.items, ftypes):
                     self.coerce(item, ft, what)
             elif isinstance(e, ast.StructInit):
@@ -909,8 +980,10 @@ class Checker:
             return
         if isinstance(target, T.TupleT) and isinstance(e, ast.ListExpr):
             if len(e.items) != len(target.elems):
-                raise _err(f"{what}: tuple has {len(target.elems)} elements, the list has "
-                           f"{len(e.items)}", e)  # fmt: skip
+                raise _err(
+                    f"{what}: tuple has {len(target.elems)} elements, the list has {len(e.items)}",
+                    e,
+                )
             for item, et in zip(e.items, target.elems):
                 self.coerce(item, et, what)
             e.type = target
@@ -949,8 +1022,9 @@ class Checker:
             if it is T.INFINT:
                 idx = self.try_eval_const(e.index)
                 if idx is not None and not (0 <= idx < bt.size):
-                    raise _err(f"index {idx} is out of bounds for a stack of size {bt.size}",
-                               e.index)  # fmt: skip
+                    raise _err(
+                        f"index {idx} is out of bounds for a stack of size {bt.size}", e.index
+                    )
                 self.coerce(e.index, T.BitT(32), "stack index")
             elif not isinstance(it, (T.BitT, T.IntT)):
                 # p4c accepts signed indexes too; a negative one is out of range at run time
@@ -1053,18 +1127,25 @@ class Checker:
             inner = bt.typ
             if isinstance(inner, T.EnumT):
                 if name not in inner.values:
-                    raise _err(f"enum {inner.name} has no member '{name}'; members: "
-                               f"{', '.join(inner.members)}", e)  # fmt: skip
+                    raise _err(
+                        f"enum {inner.name} has no member '{name}'; members: "
+                        f"{', '.join(inner.members)}",
+                        e,
+                    )
                 e.ref = ("enum", inner.values[name])
                 return inner
             if inner is T.ERROR:
                 if name not in self.errors:
-                    raise _err(f"unknown error '{name}'; declared errors: "
-                               f"{', '.join(self.errors)}", e)  # fmt: skip
+                    raise _err(
+                        f"unknown error '{name}'; declared errors: {', '.join(self.errors)}", e
+                    )
                 e.ref = ("error", self.errors[name])
                 return T.ERROR
             if isinstance(inner, (T.StructLikeT, T.BitT, T.IntT)) and name in (
-                "minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"
+                "minSizeInBits",
+                "minSizeInBytes",
+                "maxSizeInBits",
+                "maxSizeInBytes",
             ):
                 e.ref = ("size_method", name, inner)
                 return T.FuncT("size_method", inner)
@@ -1080,11 +1161,14 @@ class Checker:
             if name in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
                 e.ref = ("size_method", name, bt)
                 return T.FuncT("size_method", bt)
-            raise _err(f"{bt.kind} {bt.name} has no field '{name}'; fields: "
-                       f"{', '.join(bt.fields)}", e)  # fmt: skip
+            raise _err(
+                f"{bt.kind} {bt.name} has no field '{name}'; fields: {', '.join(bt.fields)}", e
+            )
         if isinstance(bt, T.StackT):
             if name in ("next", "last"):
-                if name == "next" and not (self.context_stack and self.context_stack[-1] == "parser"):
+                if name == "next" and not (
+                    self.context_stack and self.context_stack[-1] == "parser"
+                ):
                     raise _err("'next' can only be used in a parser", e)
                 e.ref = ("stack", name)
                 return bt.elem
@@ -1115,8 +1199,9 @@ class Checker:
             methods = [m for m in bt.decl.methods if m.name == name and m.ret is not None]
             if not methods:
                 valid = sorted({m.name for m in bt.decl.methods if m.ret is not None})
-                raise _err(f"extern {bt.decl.name} has no method '{name}'; methods: "
-                           f"{', '.join(valid)}", e)  # fmt: skip
+                raise _err(
+                    f"extern {bt.decl.name} has no method '{name}'; methods: {', '.join(valid)}", e
+                )
             return T.FuncT("extern_method", (bt, methods))
         if isinstance(bt, T.TupleT):
             raise _err("tuple elements are accessed by index, not by name", e)
@@ -1174,8 +1259,11 @@ class Checker:
             return T.BOOL
         if op in ARITH_OPS | BIT_OPS:
             t = self._unify_numeric(e)
-            if t is T.INFINT and expected is not None and T.is_fixed(expected) and op in (
-                "|+|", "|-|"
+            if (
+                t is T.INFINT
+                and expected is not None
+                and T.is_fixed(expected)
+                and op in ("|+|", "|-|")
             ):
                 pass
             if op in ("/", "%") and isinstance(t, T.IntT):
@@ -1229,14 +1317,18 @@ class Checker:
 
     # -- calls -------------------------------------------------------------------------
 
-    def pick_overload(self, decls: list[Any], args: list[ast.Arg], node: ast.Node,
-                      what: str) -> Any:  # fmt: skip
+    def pick_overload(
+        self, decls: list[Any], args: list[ast.Arg], node: ast.Node, what: str
+    ) -> Any:
         n = len(args)
         fits = []
         for d in decls:
             params = d.params
-            required = [p for p in params if p.default is None and not any(
-                a.name == "optional" for a in p.annotations)]  # fmt: skip
+            required = [
+                p
+                for p in params
+                if p.default is None and not any(a.name == "optional" for a in p.annotations)
+            ]
             if len(required) <= n <= len(params):
                 fits.append(d)
         if not fits:
@@ -1355,8 +1447,9 @@ class Checker:
             member = e.func
             assert isinstance(member, ast.Member)
             decl = bt.decl
-            info = self.bind_args(decl, decl.params, e.args, scope, e, dict(bt.type_args),
-                                  decl.type_params)  # fmt: skip
+            info = self.bind_args(
+                decl, decl.params, e.args, scope, e, dict(bt.type_args), decl.type_params
+            )
             info.kind = "block_apply"
             info.name = decl.name
             info.target = member.expr
@@ -1369,11 +1462,17 @@ class Checker:
         if a is None or not (isinstance(a.type, T.StructLikeT) and a.type.kind == "header"):
             raise _err("extract needs a header", e.args[0])
         if len(e.args) == 2:
-            raise UnsupportedError("two-argument extract (varbit headers) is not supported by "
-                                   "this target", e.span)  # fmt: skip
+            raise UnsupportedError(
+                "two-argument extract (varbit headers) is not supported by this target", e.span
+            )
 
-    def resolve_type_in(self, tr: ast.TypeRef | None, tparams: Iterable[str],
-                        bindings: dict[str, T.Type], scope: Scope) -> T.Type:  # fmt: skip
+    def resolve_type_in(
+        self,
+        tr: ast.TypeRef | None,
+        tparams: Iterable[str],
+        bindings: dict[str, T.Type],
+        scope: Scope,
+    ) -> T.Type:
         if tr is None:
             return T.VOID
         tscope = Scope(scope)
@@ -1386,8 +1485,16 @@ class Checker:
             raise TypeError_(f"cannot infer type parameter {t.name}", None)
         return t
 
-    def bind_args(self, decl: Any, params: list[ast.Param], args: list[ast.Arg], scope: Scope,
-                  node: ast.Node, bindings: dict[str, T.Type], tparams: Iterable[str]) -> CallInfo:
+    def bind_args(
+        self,
+        decl: Any,
+        params: list[ast.Param],
+        args: list[ast.Arg],
+        scope: Scope,
+        node: ast.Node,
+        bindings: dict[str, T.Type],
+        tparams: Iterable[str],
+    ) -> CallInfo:
         """Match arguments to parameters, infer type parameters, check directions and types."""
         tparams = list(tparams)
         name = getattr(decl, "name", "?")
@@ -1399,18 +1506,26 @@ class Checker:
                 if a.name is None:
                     raise _err("cannot mix named and positional arguments", a)
                 if a.name not in index:
-                    raise _err(f"'{name}' has no parameter '{a.name}'; parameters: "
-                               f"{', '.join(index)}", a)  # fmt: skip
+                    raise _err(
+                        f"'{name}' has no parameter '{a.name}'; parameters: {', '.join(index)}", a
+                    )
                 by_pos[index[a.name]] = a
         else:
             if len(args) > len(params):
-                raise _err(f"wrong number of arguments to '{name}': expected {len(params)}, got "
-                           f"{len(args)}", node)  # fmt: skip
+                raise _err(
+                    f"wrong number of arguments to '{name}': expected {len(params)}, got "
+                    f"{len(args)}",
+                    node,
+                )
             for i, a in enumerate(args):
                 by_pos[i] = a
         for p, a in zip(params, by_pos):
             optional = p.default is not None or any(x.name == "optional" for x in p.annotations)
-            if (a is None or a.value is None) and not optional and (a is None or p.direction != "out"):
+            if (
+                (a is None or a.value is None)
+                and not optional
+                and (a is None or p.direction != "out")
+            ):
                 if a is None:
                     raise _err(f"wrong number of arguments to '{name}': missing '{p.name}'", node)
         # resolve parameter types with type variables
@@ -1444,8 +1559,11 @@ class Checker:
             if a is None or a.value is None:
                 continue
             if isinstance(exp, T.TypeVar):
-                raise _err(f"cannot infer type parameter '{exp.name}' of '{name}' from an "
-                           "integer without a width; write e.g. 8w1 or a cast", a)  # fmt: skip
+                raise _err(
+                    f"cannot infer type parameter '{exp.name}' of '{name}' from an "
+                    "integer without a width; write e.g. 8w1 or a cast",
+                    a,
+                )
             if isinstance(p.typ, ast.BaseTypeRef) and exp is T.INFINT:
                 pass
             self.coerce(a.value, exp, f"argument '{p.name}' of '{name}'")
@@ -1453,19 +1571,28 @@ class Checker:
                 self.check_lvalue(a.value, scope)
             elif p.direction == "" and isinstance(decl, (ast.MethodDecl, ast.ExternFuncDecl)):
                 pass
-        return CallInfo("", name, decl, list(params), final_types,
-                        [a.value if a is not None else None for a in by_pos],
-                        bindings=dict(bindings))  # fmt: skip
+        return CallInfo(
+            "",
+            name,
+            decl,
+            list(params),
+            final_types,
+            [a.value if a is not None else None for a in by_pos],
+            bindings=dict(bindings),
+        )
 
     def block_param_types(self, bt: T.BlockT, scope: Scope) -> list[T.Type]:
         decl = bt.decl
         if isinstance(decl, (ast.ParserTypeDecl, ast.ControlTypeDecl, ast.PackageDecl)):
-            return [self.resolve_type_in(p.typ, decl.type_params, dict(bt.type_args), scope)
-                    for p in decl.params]  # fmt: skip
+            return [
+                self.resolve_type_in(p.typ, decl.type_params, dict(bt.type_args), scope)
+                for p in decl.params
+            ]
         return [p.ref.type for p in decl.params]  # type: ignore[attr-defined]
 
-    def unify_block(self, exp: T.BlockT, at: T.Type, bindings: dict[str, T.Type],
-                    scope: Scope) -> None:  # fmt: skip
+    def unify_block(
+        self, exp: T.BlockT, at: T.Type, bindings: dict[str, T.Type], scope: Scope
+    ) -> None:
         """Infer type arguments from a parser/control passed where its type is expected."""
         if not isinstance(at, T.BlockT) or at.kind != exp.kind:
             return
@@ -1495,11 +1622,15 @@ class Checker:
         if isinstance(t, T.TypeVar):
             return bindings.get(t.name, t)
         if isinstance(t, T.ExternT):
-            return T.ExternT(t.decl, {k: self.apply_bindings(v, bindings) for k, v in
-                                      t.type_args.items()})  # fmt: skip
+            return T.ExternT(
+                t.decl, {k: self.apply_bindings(v, bindings) for k, v in t.type_args.items()}
+            )
         if isinstance(t, T.BlockT):
-            return T.BlockT(t.kind, t.decl, {k: self.apply_bindings(v, bindings) for k, v in
-                                             t.type_args.items()})  # fmt: skip
+            return T.BlockT(
+                t.kind,
+                t.decl,
+                {k: self.apply_bindings(v, bindings) for k, v in t.type_args.items()},
+            )
         if isinstance(t, T.TupleT):
             return T.TupleT(tuple(self.apply_bindings(x, bindings) for x in t.elems))
         return t
@@ -1523,8 +1654,10 @@ def cast_allowed(src: T.Type, dst: T.Type) -> bool:
     if T.same_type(src, dst):
         return True
     if src is T.INFINT:
-        return isinstance(dst, (T.BitT, T.IntT)) or dst is T.BOOL or (
-            isinstance(dst, T.EnumT) and dst.underlying is not None
+        return (
+            isinstance(dst, (T.BitT, T.IntT))
+            or dst is T.BOOL
+            or (isinstance(dst, T.EnumT) and dst.underlying is not None)
         )
     if isinstance(src, T.BitT):
         if isinstance(dst, T.BitT):
@@ -1543,8 +1676,9 @@ def cast_allowed(src: T.Type, dst: T.Type) -> bool:
     if src is T.BOOL and isinstance(dst, T.BitT):
         return dst.width == 1
     if isinstance(src, T.EnumT) and src.underlying is not None:
-        return isinstance(dst, (T.BitT, T.IntT)) or (isinstance(dst, T.EnumT) and
-                                                      dst.underlying == src.underlying)  # fmt: skip
+        return isinstance(dst, (T.BitT, T.IntT)) or (
+            isinstance(dst, T.EnumT) and dst.underlying == src.underlying
+        )
     return False
 
 
@@ -1581,8 +1715,11 @@ def binary_value(op: str, a: Any, b: Any, ta: Any, tb: Any, t: Any) -> Any:
     if op == ">=":
         return a >= b
     if op == "++":
-        return fit_value((a << tb.width) | wrap_bits(b, tb.width), t) if isinstance(
-            t, T.IntT) else (wrap_bits(a, ta.width) << tb.width) | wrap_bits(b, tb.width)  # fmt: skip
+        return (
+            fit_value((a << tb.width) | wrap_bits(b, tb.width), t)
+            if isinstance(t, T.IntT)
+            else (wrap_bits(a, ta.width) << tb.width) | wrap_bits(b, tb.width)
+        )
     if op == "|+|" or op == "|-|":
         r = a + b if op == "|+|" else a - b
         if isinstance(t, T.BitT):

@@ -47,8 +47,11 @@ class StreamSink(Protocol):
     def send(self, msg: p4runtime_pb2.StreamMessageResponse, droppable: bool = False) -> bool: ...
 
 
-def election_id(msg: p4runtime_pb2.MasterArbitrationUpdate | p4runtime_pb2.WriteRequest
-                | p4runtime_pb2.SetForwardingPipelineConfigRequest) -> int | None:  # fmt: skip
+def election_id(
+    msg: p4runtime_pb2.MasterArbitrationUpdate
+    | p4runtime_pb2.WriteRequest
+    | p4runtime_pb2.SetForwardingPipelineConfigRequest,
+) -> int | None:
     """The 128-bit election id of a message, or None when it is unset."""
     if not msg.HasField("election_id"):
         return None
@@ -101,19 +104,24 @@ class Arbiter:
                 rs = self._roles.setdefault(role, RoleState())
                 self._check_unique(rs, eid, None)
                 if len(rs.controllers) >= self.max_streams:
-                    raise P4RTError(RESOURCE_EXHAUSTED,
-                                    f"too many streams for role '{role}' ({self.max_streams})")
+                    raise P4RTError(
+                        RESOURCE_EXHAUSTED,
+                        f"too many streams for role '{role}' ({self.max_streams})",
+                    )
                 ctl = Controller(sink, upd.device_id, role, eid, upd.HasField("role"))
                 rs.controllers.append(ctl)
                 self._by_sink[id(sink)] = ctl
                 was_primary = False
             else:
                 if upd.device_id != ctl.device_id:
-                    raise P4RTError(FAILED_PRECONDITION,
-                                    f"this stream is for device {ctl.device_id}")  # fmt: skip
+                    raise P4RTError(
+                        FAILED_PRECONDITION, f"this stream is for device {ctl.device_id}"
+                    )
                 if role != ctl.role:
-                    raise P4RTError(FAILED_PRECONDITION, f"this stream is for role "
-                                    f"'{ctl.role}'; open a new stream to change role")
+                    raise P4RTError(
+                        FAILED_PRECONDITION,
+                        f"this stream is for role '{ctl.role}'; open a new stream to change role",
+                    )
                 rs = self._roles[role]
                 self._check_unique(rs, eid, ctl)
                 was_primary = rs.primary is ctl
@@ -135,8 +143,9 @@ class Arbiter:
             return
         for c in rs.controllers:
             if c is not me and c.election_id == eid:
-                raise P4RTError(INVALID_ARGUMENT, f"election id {eid} is used by another "
-                                                  "stream of this role")  # fmt: skip
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"election id {eid} is used by another stream of this role"
+                )
 
     def remove(self, sink: StreamSink) -> None:
         """The stream closed: forget it, and tell the others if it was the primary."""
@@ -167,8 +176,9 @@ class Arbiter:
             elif rs.primary is not None:
                 upd.status.CopyFrom(status_pb2.Status(code=ALREADY_EXISTS, message="backup"))
             else:
-                upd.status.CopyFrom(status_pb2.Status(code=NOT_FOUND,
-                                                      message="backup; there is no primary"))
+                upd.status.CopyFrom(
+                    status_pb2.Status(code=NOT_FOUND, message="backup; there is no primary")
+                )
             c.sink.send(msg)
 
     # ----- queries
@@ -186,8 +196,12 @@ class Arbiter:
         """Whether a request with this role and election id comes from the primary."""
         with self._lock:
             rs = self._roles.get(role)
-            return (eid is not None and rs is not None and rs.primary is not None
-                    and rs.primary.election_id == eid)  # fmt: skip
+            return (
+                eid is not None
+                and rs is not None
+                and rs.primary is not None
+                and rs.primary.election_id == eid
+            )
 
     def knows_role(self, role: str) -> bool:
         with self._lock:

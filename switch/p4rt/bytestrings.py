@@ -17,8 +17,7 @@ def decode_uint(data: bytes, width: int, what: str) -> int:
         raise P4RTError(OUT_OF_RANGE, f"{what}: empty bytestring")
     value = int.from_bytes(data, "big")
     if value >> width:
-        raise P4RTError(OUT_OF_RANGE,
-                        f"{what}: value 0x{data.hex()} does not fit in {width} bits")  # fmt: skip
+        raise P4RTError(OUT_OF_RANGE, f"{what}: value 0x{data.hex()} does not fit in {width} bits")
     return value
 
 
@@ -28,8 +27,7 @@ def decode_sint(data: bytes, width: int, what: str) -> int:
         raise P4RTError(OUT_OF_RANGE, f"{what}: empty bytestring")
     value = int.from_bytes(data, "big", signed=True)
     if width <= 0 or not -(1 << (width - 1)) <= value < (1 << (width - 1)):
-        raise P4RTError(OUT_OF_RANGE,
-                        f"{what}: value 0x{data.hex()} does not fit in int<{width}>")  # fmt: skip
+        raise P4RTError(OUT_OF_RANGE, f"{what}: value 0x{data.hex()} does not fit in int<{width}>")
     return value
 
 

@@ -39,14 +39,13 @@ def _lpm(fm: FieldMatch, key: KeySpec, what: str) -> object:
     value = decode_uint(fm.lpm.value, key.width, what)
     plen = fm.lpm.prefix_len
     if plen == 0:
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"{what}: a prefix length of 0 is a don't-care match; omit the field")
+        raise P4RTError(
+            INVALID_ARGUMENT, f"{what}: a prefix length of 0 is a don't-care match; omit the field"
+        )
     if not 0 < plen <= key.width:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: prefix length {plen} is outside "
-                                          f"1..{key.width}")  # fmt: skip
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: prefix length {plen} is outside 1..{key.width}")
     if value & ~prefix_mask(plen, key.width):
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"{what}: value has bits set beyond the /{plen} prefix")  # fmt: skip
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: value has bits set beyond the /{plen} prefix")
     return (value, plen)
 
 
@@ -54,8 +53,9 @@ def _ternary(fm: FieldMatch, key: KeySpec, what: str) -> object:
     value = decode_uint(fm.ternary.value, key.width, what)
     mask = decode_uint(fm.ternary.mask, key.width, what + " mask")
     if mask == 0:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: a zero mask is a don't-care match; "
-                                          "omit the field")  # fmt: skip
+        raise P4RTError(
+            INVALID_ARGUMENT, f"{what}: a zero mask is a don't-care match; omit the field"
+        )
     if value & ~mask:
         raise P4RTError(INVALID_ARGUMENT, f"{what}: value has bits set outside the mask")
     return (value, mask)
@@ -67,8 +67,10 @@ def _range(fm: FieldMatch, key: KeySpec, what: str) -> object:
     if lo > hi:
         raise P4RTError(INVALID_ARGUMENT, f"{what}: low bound {lo} is above high bound {hi}")
     if lo == 0 and hi == (1 << key.width) - 1:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: a range of every value is a don't-care "
-                                          "match; omit the field")  # fmt: skip
+        raise P4RTError(
+            INVALID_ARGUMENT,
+            f"{what}: a range of every value is a don't-care match; omit the field",
+        )
     return (lo, hi)
 
 
@@ -81,8 +83,10 @@ def _dont_care_required(key: KeySpec, what: str) -> object:
 
 
 # Per match kind: (FieldMatch oneof name, decoder, value of an omitted field).
-_MATCH_DECODERS: dict[MatchKind, tuple[str, Callable[[FieldMatch, KeySpec, str], object],
-                                       Callable[[KeySpec, str], object]]] = {  # fmt: skip
+_MATCH_DECODERS: dict[
+    MatchKind,
+    tuple[str, Callable[[FieldMatch, KeySpec, str], object], Callable[[KeySpec, str], object]],
+] = {
     MatchKind.EXACT: ("exact", _exact, _dont_care_required),
     MatchKind.LPM: ("lpm", _lpm, lambda k, w: (0, 0)),
     MatchKind.TERNARY: ("ternary", _ternary, lambda k, w: (0, 0)),
@@ -98,16 +102,18 @@ def decode_match(tv: TableView, fields: Iterable[FieldMatch]) -> tuple[object, .
     for fm in fields:
         fv = tv.fields.get(fm.field_id)
         if fv is None:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"table '{tv.name}' has no match field id {fm.field_id}")  # fmt: skip
+            raise P4RTError(
+                INVALID_ARGUMENT, f"table '{tv.name}' has no match field id {fm.field_id}"
+            )
         what = _what(tv, fv.key)
         if given[fv.index]:
             raise P4RTError(INVALID_ARGUMENT, f"{what} is given twice")
         oneof, decoder, _ = _MATCH_DECODERS[fv.key.kind]
         kind = fm.WhichOneof("field_match_type")
         if kind != oneof:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"{what} is a {fv.key.kind.value} match, not {kind or 'unset'}")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"{what} is a {fv.key.kind.value} match, not {kind or 'unset'}"
+            )
         values[fv.index] = decoder(fm, fv.key, what)
         given[fv.index] = True
     for fv in (tv.fields[fid] for fid in tv.field_ids):
@@ -123,7 +129,9 @@ def _encode_field(fid: int, key: KeySpec, value: object) -> FieldMatch | None:
     if kind is MatchKind.OPTIONAL:
         if value is None:
             return None
-        return FieldMatch(field_id=fid, optional=FieldMatch.Optional(value=encode_uint(_int(value))))
+        return FieldMatch(
+            field_id=fid, optional=FieldMatch.Optional(value=encode_uint(_int(value)))
+        )
     a, b = _pair(value)
     if kind is MatchKind.LPM:
         if b == 0:
@@ -132,8 +140,9 @@ def _encode_field(fid: int, key: KeySpec, value: object) -> FieldMatch | None:
     if kind is MatchKind.TERNARY:
         if b == 0:
             return None
-        return FieldMatch(field_id=fid, ternary=FieldMatch.Ternary(value=encode_uint(a),
-                                                                   mask=encode_uint(b)))
+        return FieldMatch(
+            field_id=fid, ternary=FieldMatch.Ternary(value=encode_uint(a), mask=encode_uint(b))
+        )
     if a == 0 and b == (1 << key.width) - 1:
         return None
     return FieldMatch(field_id=fid, range=FieldMatch.Range(low=encode_uint(a), high=encode_uint(b)))
@@ -163,53 +172,73 @@ def encode_match(tv: TableView, match: Sequence[object]) -> list[FieldMatch]:
 # ----- actions
 
 
-def decode_action(view: PipelineView, action: p4runtime_pb2.Action,
-                  allowed: dict[int, ActionScope], owner: str, *,
-                  for_default: bool = False) -> ActionCall:  # fmt: skip
+def decode_action(
+    view: PipelineView,
+    action: p4runtime_pb2.Action,
+    allowed: dict[int, ActionScope],
+    owner: str,
+    *,
+    for_default: bool = False,
+) -> ActionCall:
     """The runtime call of ``action``, one of ``allowed`` (action id -> scope) in ``owner``."""
     scope = allowed.get(action.action_id)
     if scope is None:
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"{owner}: action id {action.action_id} is not one of its actions")
+        raise P4RTError(
+            INVALID_ARGUMENT, f"{owner}: action id {action.action_id} is not one of its actions"
+        )
     av = view.action(action.action_id)
     if for_default and scope is ActionScope.TABLE_ONLY:
-        raise P4RTError(PERMISSION_DENIED,
-                        f"{owner}: action '{av.name}' is @tableonly, not a default action")
+        raise P4RTError(
+            PERMISSION_DENIED, f"{owner}: action '{av.name}' is @tableonly, not a default action"
+        )
     if not for_default and scope is ActionScope.DEFAULT_ONLY:
-        raise P4RTError(PERMISSION_DENIED,
-                        f"{owner}: action '{av.name}' is @defaultonly, not an entry action")
+        raise P4RTError(
+            PERMISSION_DENIED, f"{owner}: action '{av.name}' is @defaultonly, not an entry action"
+        )
     args: list[int | None] = [None] * len(av.spec.params)
     for p in action.params:
         pv = av.params.get(p.param_id)
         if pv is None:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"action '{av.name}' has no parameter id {p.param_id}")  # fmt: skip
+            raise P4RTError(
+                INVALID_ARGUMENT, f"action '{av.name}' has no parameter id {p.param_id}"
+            )
         if args[pv.index] is not None:
-            raise P4RTError(INVALID_ARGUMENT, f"action '{av.name}' parameter '{pv.spec.name}' "
-                                              "is given twice")  # fmt: skip
-        args[pv.index] = decode_uint(p.value, pv.spec.width,
-                                     f"action '{av.name}' parameter '{pv.spec.name}'")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"action '{av.name}' parameter '{pv.spec.name}' is given twice"
+            )
+        args[pv.index] = decode_uint(
+            p.value, pv.spec.width, f"action '{av.name}' parameter '{pv.spec.name}'"
+        )
     missing = [av.spec.params[i].name for i, a in enumerate(args) if a is None]
     if missing:
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"action '{av.name}' is missing parameter(s) {', '.join(missing)}")
+        raise P4RTError(
+            INVALID_ARGUMENT, f"action '{av.name}' is missing parameter(s) {', '.join(missing)}"
+        )
     return ActionCall(av.name, tuple(a for a in args if a is not None))
 
 
 def encode_action(view: PipelineView, call: ActionCall) -> p4runtime_pb2.Action:
     aid = view.action_id(call.name)
     av = view.actions[aid]
-    params = [p4runtime_pb2.Action.Param(param_id=pid, value=encode_uint(arg))
-              for pid, arg in zip(av.param_ids, call.args)]  # fmt: skip
+    params = [
+        p4runtime_pb2.Action.Param(param_id=pid, value=encode_uint(arg))
+        for pid, arg in zip(av.param_ids, call.args)
+    ]
     return p4runtime_pb2.Action(action_id=aid, params=params)
 
 
 # ----- counters and meters
 
-_PACKETS = (p4info_pb2.CounterSpec.PACKETS, p4info_pb2.CounterSpec.BOTH,
-            p4info_pb2.CounterSpec.UNSPECIFIED)  # fmt: skip
-_BYTES = (p4info_pb2.CounterSpec.BYTES, p4info_pb2.CounterSpec.BOTH,
-          p4info_pb2.CounterSpec.UNSPECIFIED)  # fmt: skip
+_PACKETS = (
+    p4info_pb2.CounterSpec.PACKETS,
+    p4info_pb2.CounterSpec.BOTH,
+    p4info_pb2.CounterSpec.UNSPECIFIED,
+)
+_BYTES = (
+    p4info_pb2.CounterSpec.BYTES,
+    p4info_pb2.CounterSpec.BOTH,
+    p4info_pb2.CounterSpec.UNSPECIFIED,
+)
 
 
 def decode_counter_data(data: p4runtime_pb2.CounterData, unit: int, what: str) -> tuple[int, int]:
@@ -237,8 +266,10 @@ def decode_meter_config(config: p4runtime_pb2.MeterConfig, what: str) -> MeterCo
     if min(config.cir, config.cburst, config.pir, config.pburst) < 0:
         raise P4RTError(INVALID_ARGUMENT, f"{what}: meter rates and bursts must be >= 0")
     if config.cir > config.pir:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: committed rate {config.cir} exceeds the "
-                                          f"peak rate {config.pir}")  # fmt: skip
+        raise P4RTError(
+            INVALID_ARGUMENT,
+            f"{what}: committed rate {config.cir} exceeds the peak rate {config.pir}",
+        )
     return MeterConfig.per_second(config.cir, config.cburst, config.pir, config.pburst)
 
 

@@ -50,8 +50,13 @@ class DigestStats:
 class DigestEngine:
     """Buffers, sends and de-duplicates the digests of one device."""
 
-    def __init__(self, device: Device, arbiter: Arbiter,
-                 view_of: Callable[[], PipelineView | None], poll_s: float = 0.002) -> None:  # fmt: skip
+    def __init__(
+        self,
+        device: Device,
+        arbiter: Arbiter,
+        view_of: Callable[[], PipelineView | None],
+        poll_s: float = 0.002,
+    ) -> None:
         self.device = device
         self.arbiter = arbiter
         self.view_of = view_of
@@ -100,8 +105,12 @@ class DigestEngine:
     def _idle(self) -> bool:
         """Nothing to do (checked without the device lock, so the data path is not slowed)."""
         state = self.device.state
-        return (state is self._state and (state is None or not state.digests)
-                and not self._buffers and not self._lists)  # fmt: skip
+        return (
+            state is self._state
+            and (state is None or not state.digests)
+            and not self._buffers
+            and not self._lists
+        )
 
     def tick(self, now_ns: int | None = None) -> None:
         """Drain the device's digest queue and send every list that is due."""

@@ -56,8 +56,9 @@ HANDLERS: dict[str, EntityHandler] = {
     "digest_entry": Digests(),
 }
 
-UPDATE_TYPES = frozenset({p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY,
-                          p4runtime_pb2.Update.DELETE})  # fmt: skip
+UPDATE_TYPES = frozenset(
+    {p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE}
+)
 
 
 def _kind(entity: Entity) -> str:
@@ -70,8 +71,9 @@ def _kind(entity: Entity) -> str:
 def apply_update(target: Target, update: p4runtime_pb2.Update) -> None:
     """Apply one update of a Write batch (raises :class:`P4RTError` when it is refused)."""
     if update.type not in UPDATE_TYPES:
-        raise P4RTError(INVALID_ARGUMENT, f"update type {update.type} is not INSERT, MODIFY "
-                                          "or DELETE")  # fmt: skip
+        raise P4RTError(
+            INVALID_ARGUMENT, f"update type {update.type} is not INSERT, MODIFY or DELETE"
+        )
     kind = _kind(update.entity)
     HANDLERS[kind].write(target, update.type, getattr(update.entity, kind))
 

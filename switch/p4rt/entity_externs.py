@@ -55,13 +55,13 @@ def _indexes(ev: ExternView, msg: Any, what: str) -> Sequence[int]:
     if i < 0:
         raise P4RTError(INVALID_ARGUMENT, f"{what} '{ev.name}': negative index {i}")
     if i >= ev.size:
-        raise P4RTError(OUT_OF_RANGE, f"{what} '{ev.name}': index {i} is outside "
-                                      f"0..{ev.size - 1}")  # fmt: skip
+        raise P4RTError(OUT_OF_RANGE, f"{what} '{ev.name}': index {i} is outside 0..{ev.size - 1}")
     return [i]
 
 
-def _all_or_one(objects: dict[int, ExternView], pid: int,
-                lookup: Callable[[int], ExternView]) -> list[ExternView]:  # fmt: skip
+def _all_or_one(
+    objects: dict[int, ExternView], pid: int, lookup: Callable[[int], ExternView]
+) -> list[ExternView]:
     """Every object of a kind for the wildcard id 0, else the one ``pid`` names."""
     if pid == 0:
         return list(objects.values())
@@ -82,14 +82,18 @@ class Counters:
         for i in cells:
             counter.write(i, packets, nbytes)
 
-    def read(self, target: Target, msg: p4runtime_pb2.CounterEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.CounterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         for ev in _all_or_one(target.view.counters, msg.counter_id, target.view.counter):
             counter = target.state.counters[ev.name]
             for i in _indexes(ev, msg, "counter"):
                 packets, nbytes = counter.read(i)
-                out = p4runtime_pb2.CounterEntry(counter_id=ev.id, index=p4runtime_pb2.Index(index=i),
-                                                 data=encode_counter_data(packets, nbytes, ev.unit))
+                out = p4runtime_pb2.CounterEntry(
+                    counter_id=ev.id,
+                    index=p4runtime_pb2.Index(index=i),
+                    data=encode_counter_data(packets, nbytes, ev.unit),
+                )
                 yield p4runtime_pb2.Entity(counter_entry=out)
 
 
@@ -112,8 +116,7 @@ class Meters:
         for i in cells:
             meter.set_config(i, c.cir, c.cburst, c.pir, c.pburst)
 
-    def read(self, target: Target, msg: p4runtime_pb2.MeterEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(self, target: Target, msg: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
         if msg.HasField("counter_data"):
             raise P4RTError(UNIMPLEMENTED, "per-colour meter counters are not implemented")
         for ev in _all_or_one(target.view.meters, msg.meter_id, target.view.meter):
@@ -140,19 +143,23 @@ class Registers:
         for i in cells:
             register.control_write(i, value)
 
-    def read(self, target: Target, msg: p4runtime_pb2.RegisterEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.RegisterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         for ev in _all_or_one(target.view.registers, msg.register_id, target.view.register):
             register = target.state.registers[ev.name]
             for i in _indexes(ev, msg, "register"):
                 out = p4runtime_pb2.RegisterEntry(
-                    register_id=ev.id, index=p4runtime_pb2.Index(index=i),
-                    data=encode_bitstring(register.control_read(i), ev.signed))  # fmt: skip
+                    register_id=ev.id,
+                    index=p4runtime_pb2.Index(index=i),
+                    data=encode_bitstring(register.control_read(i), ev.signed),
+                )
                 yield p4runtime_pb2.Entity(register_entry=out)
 
 
-def _value_set_member(vv: ValueSetView, member: p4runtime_pb2.ValueSetMember
-                      ) -> tuple[tuple[int, int], ...]:  # fmt: skip
+def _value_set_member(
+    vv: ValueSetView, member: p4runtime_pb2.ValueSetMember
+) -> tuple[tuple[int, int], ...]:
     fields: list[tuple[int, int] | None] = [None] * len(vv.field_ids)
     for fm in member.match:
         hit = vv.fields.get(fm.field_id)
@@ -190,10 +197,14 @@ class ValueSets:
             raise P4RTError(ALREADY_EXISTS, f"value set '{vv.name}': duplicate members")
         target.state.value_sets[vv.name].set_members(members)
 
-    def read(self, target: Target, msg: p4runtime_pb2.ValueSetEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
-        views = (list(target.view.value_sets.values()) if msg.value_set_id == 0
-                 else [target.view.value_set(msg.value_set_id)])  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.ValueSetEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
+        views = (
+            list(target.view.value_sets.values())
+            if msg.value_set_id == 0
+            else [target.view.value_set(msg.value_set_id)]
+        )
         for vv in views:
             out = p4runtime_pb2.ValueSetEntry(value_set_id=vv.id)
             for member in target.state.value_sets[vv.name].members:
@@ -203,8 +214,9 @@ class ValueSets:
                     if k == (1 << width) - 1:
                         m.match.add(field_id=mid, exact={"value": encode_uint(v)})
                     else:
-                        m.match.add(field_id=mid, ternary={"value": encode_uint(v),
-                                                           "mask": encode_uint(k)})
+                        m.match.add(
+                            field_id=mid, ternary={"value": encode_uint(v), "mask": encode_uint(k)}
+                        )
             yield p4runtime_pb2.Entity(value_set_entry=out)
 
 
@@ -223,19 +235,24 @@ class Digests:
         else:
             c = msg.config
             if c.max_timeout_ns < 0 or c.ack_timeout_ns < 0 or c.max_list_size < 0:
-                raise P4RTError(INVALID_ARGUMENT,
-                                f"digest '{dv.name}': negative configuration value")
-            target.state.configure_digest(dv.name, DigestConfig(c.max_timeout_ns,
-                                                                c.max_list_size,
-                                                                c.ack_timeout_ns))
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"digest '{dv.name}': negative configuration value"
+                )
+            target.state.configure_digest(
+                dv.name, DigestConfig(c.max_timeout_ns, c.max_list_size, c.ack_timeout_ns)
+            )
         target.on_digest_config(dv.name)
 
-    def read(self, target: Target, msg: p4runtime_pb2.DigestEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.DigestEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         views: list[DigestView]
         if msg.digest_id == 0:
-            views = [dv for dv in target.view.digests.values()
-                     if target.state.digest_config.get(dv.name) is not None]  # fmt: skip
+            views = [
+                dv
+                for dv in target.view.digests.values()
+                if target.state.digest_config.get(dv.name) is not None
+            ]
         else:
             dv = target.view.digest(msg.digest_id)
             if target.state.digest_config.get(dv.name) is None:
@@ -249,4 +266,3 @@ class Digests:
             out.config.max_list_size = c.max_list_size
             out.config.ack_timeout_ns = c.ack_timeout_ns
             yield p4runtime_pb2.Entity(digest_entry=out)
-

@@ -36,22 +36,23 @@ def _replicas(replicas: Iterable[p4runtime_pb2.Replica], owner: str) -> tuple[Re
         else:
             port = r.egress_port
         if r.instance > MAX_INSTANCE:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"{owner}: instance {r.instance} is above {MAX_INSTANCE}")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"{owner}: instance {r.instance} is above {MAX_INSTANCE}"
+            )
         out.append(Replica(port, r.instance))
     return tuple(out)
 
 
 def _encode_replicas(replicas: Iterable[Replica]) -> list[p4runtime_pb2.Replica]:
-    return [p4runtime_pb2.Replica(egress_port=r.egress_port, instance=r.instance)
-            for r in replicas]  # fmt: skip
+    return [p4runtime_pb2.Replica(egress_port=r.egress_port, instance=r.instance) for r in replicas]
 
 
 class ReplicationEntries:
     """``PacketReplicationEngineEntry``: ``multicast_group_entry`` or ``clone_session_entry``."""
 
-    def write(self, target: Target, update_type: int,
-              msg: p4runtime_pb2.PacketReplicationEngineEntry) -> None:  # fmt: skip
+    def write(
+        self, target: Target, update_type: int, msg: p4runtime_pb2.PacketReplicationEngineEntry
+    ) -> None:
         kind = msg.WhichOneof("type")
         if kind == "multicast_group_entry":
             self._write_group(target, update_type, msg.multicast_group_entry)
@@ -60,8 +61,9 @@ class ReplicationEntries:
         else:
             raise P4RTError(INVALID_ARGUMENT, "PacketReplicationEngineEntry is empty")
 
-    def _write_group(self, target: Target, update_type: int,
-                     e: p4runtime_pb2.MulticastGroupEntry) -> None:  # fmt: skip
+    def _write_group(
+        self, target: Target, update_type: int, e: p4runtime_pb2.MulticastGroupEntry
+    ) -> None:
         gid = e.multicast_group_id
         owner = f"multicast group {gid}"
         if gid == 0:
@@ -80,8 +82,9 @@ class ReplicationEntries:
             pre.modify_group(gid, replicas)
         target.extras.multicast[gid] = (replicas, e.metadata)
 
-    def _write_session(self, target: Target, update_type: int,
-                       e: p4runtime_pb2.CloneSessionEntry) -> None:  # fmt: skip
+    def _write_session(
+        self, target: Target, update_type: int, e: p4runtime_pb2.CloneSessionEntry
+    ) -> None:
         sid = e.session_id
         owner = f"clone session {sid}"
         if sid == 0:
@@ -91,20 +94,23 @@ class ReplicationEntries:
             pre.delete_clone_session(sid)
             return
         if e.class_of_service > MAX_CLASS_OF_SERVICE:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"{owner}: class of service {e.class_of_service} is above "
-                            f"{MAX_CLASS_OF_SERVICE}")
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"{owner}: class of service {e.class_of_service} is above {MAX_CLASS_OF_SERVICE}",
+            )
         if e.packet_length_bytes < 0:
             raise P4RTError(INVALID_ARGUMENT, f"{owner}: negative packet_length_bytes")
-        session = CloneSession(sid, _replicas(e.replicas, owner), e.class_of_service,
-                               e.packet_length_bytes)  # fmt: skip
+        session = CloneSession(
+            sid, _replicas(e.replicas, owner), e.class_of_service, e.packet_length_bytes
+        )
         if update_type == INSERT:
             pre.insert_clone_session(session)
         else:
             pre.modify_clone_session(session)
 
-    def read(self, target: Target, msg: p4runtime_pb2.PacketReplicationEngineEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.PacketReplicationEngineEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         kind = msg.WhichOneof("type")
         pre = target.state.pre
         if kind == "multicast_group_entry":
@@ -117,10 +123,12 @@ class ReplicationEntries:
                 saved = target.extras.multicast.get(g)
                 if saved is not None and Counter(saved[0]) == Counter(replicas):
                     replicas, metadata = saved
-                out = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=g, metadata=metadata,
-                                                        replicas=_encode_replicas(replicas))
+                out = p4runtime_pb2.MulticastGroupEntry(
+                    multicast_group_id=g, metadata=metadata, replicas=_encode_replicas(replicas)
+                )
                 yield p4runtime_pb2.Entity(
-                    packet_replication_engine_entry={"multicast_group_entry": out})
+                    packet_replication_engine_entry={"multicast_group_entry": out}
+                )
         elif kind == "clone_session_entry":
             sid = msg.clone_session_entry.session_id
             if sid and sid not in pre.sessions:
@@ -128,10 +136,13 @@ class ReplicationEntries:
             for s in [sid] if sid else sorted(pre.sessions):
                 session = pre.sessions[s]
                 out_s = p4runtime_pb2.CloneSessionEntry(
-                    session_id=s, replicas=_encode_replicas(session.replicas),
+                    session_id=s,
+                    replicas=_encode_replicas(session.replicas),
                     class_of_service=session.class_of_service,
-                    packet_length_bytes=session.packet_length_bytes)  # fmt: skip
+                    packet_length_bytes=session.packet_length_bytes,
+                )
                 yield p4runtime_pb2.Entity(
-                    packet_replication_engine_entry={"clone_session_entry": out_s})
+                    packet_replication_engine_entry={"clone_session_entry": out_s}
+                )
         else:
             raise P4RTError(INVALID_ARGUMENT, "PacketReplicationEngineEntry is empty")

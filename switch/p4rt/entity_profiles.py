@@ -37,8 +37,9 @@ def _profiles(target: Target, profile_id: int) -> list[ProfileView]:
 class ProfileMembers:
     """``ActionProfileMember``: member id -> action, in action profiles and selectors."""
 
-    def write(self, target: Target, update_type: int,
-              msg: p4runtime_pb2.ActionProfileMember) -> None:  # fmt: skip
+    def write(
+        self, target: Target, update_type: int, msg: p4runtime_pb2.ActionProfileMember
+    ) -> None:
         pv = target.view.profile(msg.action_profile_id)
         profile = target.state.action_profiles[pv.name]
         if msg.member_id == 0:
@@ -56,8 +57,9 @@ class ProfileMembers:
         else:
             profile.modify_member(msg.member_id, call)
 
-    def read(self, target: Target, msg: p4runtime_pb2.ActionProfileMember
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.ActionProfileMember
+    ) -> Iterator[p4runtime_pb2.Entity]:
         for pv in _profiles(target, msg.action_profile_id):
             profile = target.state.action_profiles[pv.name]
             if msg.member_id:
@@ -68,16 +70,19 @@ class ProfileMembers:
                 ids = sorted(profile.members)
             for mid in ids:
                 out = p4runtime_pb2.ActionProfileMember(
-                    action_profile_id=pv.id, member_id=mid,
-                    action=encode_action(target.view, profile.members[mid]))  # fmt: skip
+                    action_profile_id=pv.id,
+                    member_id=mid,
+                    action=encode_action(target.view, profile.members[mid]),
+                )
                 yield p4runtime_pb2.Entity(action_profile_member=out)
 
 
 class ProfileGroups:
     """``ActionProfileGroup``: weighted groups of members, in action selectors."""
 
-    def write(self, target: Target, update_type: int,
-              msg: p4runtime_pb2.ActionProfileGroup) -> None:  # fmt: skip
+    def write(
+        self, target: Target, update_type: int, msg: p4runtime_pb2.ActionProfileGroup
+    ) -> None:
         pv = target.view.profile(msg.action_profile_id)
         owner = _owner(pv)
         if not pv.spec.with_selector:
@@ -93,11 +98,11 @@ class ProfileGroups:
             if m.WhichOneof("watch_kind") is not None:
                 raise P4RTError(UNIMPLEMENTED, "watch ports are not implemented")
             if m.member_id in members:
-                raise P4RTError(INVALID_ARGUMENT,
-                                f"{owner}: member {m.member_id} is listed twice")  # fmt: skip
+                raise P4RTError(INVALID_ARGUMENT, f"{owner}: member {m.member_id} is listed twice")
             if m.weight < 1:
-                raise P4RTError(INVALID_ARGUMENT,
-                                f"{owner}: member {m.member_id} has weight {m.weight}")
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"{owner}: member {m.member_id} has weight {m.weight}"
+                )
             members[m.member_id] = m.weight
         if msg.max_size < 0 or (pv.max_group_size and not 0 < msg.max_size <= pv.max_group_size):
             raise P4RTError(INVALID_ARGUMENT, f"{owner}: max_size {msg.max_size} is not valid")
@@ -106,12 +111,16 @@ class ProfileGroups:
             return
         group = profile.get_group(msg.group_id)
         if msg.max_size != group.max_size:
-            raise P4RTError(INVALID_ARGUMENT, f"{owner}: the max_size of group {msg.group_id} "
-                                              f"is {group.max_size} and cannot change")  # fmt: skip
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"{owner}: the max_size of group {msg.group_id} "
+                f"is {group.max_size} and cannot change",
+            )
         profile.modify_group(msg.group_id, members)
 
-    def read(self, target: Target, msg: p4runtime_pb2.ActionProfileGroup
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.ActionProfileGroup
+    ) -> Iterator[p4runtime_pb2.Entity]:
         for pv in _profiles(target, msg.action_profile_id):
             if not pv.spec.with_selector:
                 if msg.action_profile_id:
@@ -126,8 +135,9 @@ class ProfileGroups:
                 ids = sorted(profile.groups)
             for gid in ids:
                 group = profile.groups[gid]
-                out = p4runtime_pb2.ActionProfileGroup(action_profile_id=pv.id, group_id=gid,
-                                                       max_size=group.max_size)  # fmt: skip
+                out = p4runtime_pb2.ActionProfileGroup(
+                    action_profile_id=pv.id, group_id=gid, max_size=group.max_size
+                )
                 for mid, weight in group.members.items():
                     out.members.add(member_id=mid, weight=weight)
                 yield p4runtime_pb2.Entity(action_profile_group=out)

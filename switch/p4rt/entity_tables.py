@@ -80,8 +80,9 @@ def _check_writable_fields(tv: TableView, te: p4runtime_pb2.TableEntry, update_t
         raise P4RTError(UNIMPLEMENTED, "per-colour meter counters are not implemented")
 
 
-def _direct_config(tv: TableView, te: p4runtime_pb2.TableEntry
-                   ) -> tuple[tuple[int, int] | None, MeterConfig | None]:  # fmt: skip
+def _direct_config(
+    tv: TableView, te: p4runtime_pb2.TableEntry
+) -> tuple[tuple[int, int] | None, MeterConfig | None]:
     """The (packets, bytes) and meter configuration a write gives, after validation."""
     counts = None
     meter = None
@@ -130,8 +131,9 @@ class TableEntries:
         else:
             self._modify(target, tv, table, te, match)
 
-    def _action(self, target: Target, tv: TableView, te: p4runtime_pb2.TableEntry,
-                stored: TableEntry | None) -> tuple[ActionCall | None, int | None, int | None]:  # fmt: skip
+    def _action(
+        self, target: Target, tv: TableView, te: p4runtime_pb2.TableEntry, stored: TableEntry | None
+    ) -> tuple[ActionCall | None, int | None, int | None]:
         which = te.action.WhichOneof("type") if te.HasField("action") else None
         if which is None:
             if stored is None:
@@ -139,36 +141,65 @@ class TableEntries:
             return stored.action, stored.member_id, stored.group_id
         if tv.spec.implementation is None:
             if which != "action":
-                raise P4RTError(INVALID_ARGUMENT,
-                                f"{_owner(tv)} is a direct table; entries take an action")
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"{_owner(tv)} is a direct table; entries take an action"
+                )
             call = decode_action(target.view, te.action.action, tv.actions, _owner(tv))
             return call, None, None
         if which == "action_profile_action_set":
-            raise P4RTError(UNIMPLEMENTED, "one-shot action selector programming is not "
-                                           "implemented; use members and groups")  # fmt: skip
+            raise P4RTError(
+                UNIMPLEMENTED,
+                "one-shot action selector programming is not implemented; use members and groups",
+            )
         if which == "action":
-            raise P4RTError(INVALID_ARGUMENT, f"{_owner(tv)} uses action profile "
-                            f"'{tv.spec.implementation}'; entries take a member or group id")
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"{_owner(tv)} uses action profile "
+                f"'{tv.spec.implementation}'; entries take a member or group id",
+            )
         if which == "action_profile_member_id":
             return None, te.action.action_profile_member_id, None
         return None, None, te.action.action_profile_group_id
 
-    def _entry(self, target: Target, tv: TableView, te: p4runtime_pb2.TableEntry,
-               match: tuple[object, ...], stored: TableEntry | None) -> TableEntry:  # fmt: skip
+    def _entry(
+        self,
+        target: Target,
+        tv: TableView,
+        te: p4runtime_pb2.TableEntry,
+        match: tuple[object, ...],
+        stored: TableEntry | None,
+    ) -> TableEntry:
         action, member, group = self._action(target, tv, te, stored)
         counts, meter = _direct_config(tv, te)
         packets, nbytes = counts if counts is not None else (0, 0)
-        return TableEntry(match=match, priority=te.priority, action=action, member_id=member,
-                          group_id=group, packets=packets, bytes=nbytes, meter_config=meter,
-                          controller_metadata=pack_cookie(te.controller_metadata, te.metadata))
+        return TableEntry(
+            match=match,
+            priority=te.priority,
+            action=action,
+            member_id=member,
+            group_id=group,
+            packets=packets,
+            bytes=nbytes,
+            meter_config=meter,
+            controller_metadata=pack_cookie(te.controller_metadata, te.metadata),
+        )
 
-    def _modify(self, target: Target, tv: TableView, table: Table,
-                te: p4runtime_pb2.TableEntry, match: tuple[object, ...]) -> None:  # fmt: skip
+    def _modify(
+        self,
+        target: Target,
+        tv: TableView,
+        table: Table,
+        te: p4runtime_pb2.TableEntry,
+        match: tuple[object, ...],
+    ) -> None:
         stored = table.get(match, te.priority)
         if tv.spec.is_const or stored.is_const:
             if te.HasField("action"):
-                raise P4RTError(PERMISSION_DENIED, f"{_owner(tv)}: const entries only take "
-                                "changes of their direct resources, without an action")
+                raise P4RTError(
+                    PERMISSION_DENIED,
+                    f"{_owner(tv)}: const entries only take "
+                    "changes of their direct resources, without an action",
+                )
             counts, meter = _direct_config(tv, te)
             if tv.spec.direct_meter is not None:
                 _set_meter(stored, meter)
@@ -180,19 +211,27 @@ class TableEntries:
         if te.HasField("counter_data"):
             stored.packets, stored.bytes = entry.packets, entry.bytes
 
-    def _write_default(self, target: Target, tv: TableView, table: Table, update_type: int,
-                       te: p4runtime_pb2.TableEntry) -> None:  # fmt: skip
+    def _write_default(
+        self,
+        target: Target,
+        tv: TableView,
+        table: Table,
+        update_type: int,
+        te: p4runtime_pb2.TableEntry,
+    ) -> None:
         owner = _owner(tv)
         if update_type != MODIFY:
             raise P4RTError(INVALID_ARGUMENT, f"{owner}: the default entry can only be modified")
         if len(te.match) or te.priority:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"{owner}: the default entry has an empty match and priority 0")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"{owner}: the default entry has an empty match and priority 0"
+            )
         if tv.spec.const_default_action:
             raise P4RTError(PERMISSION_DENIED, f"{owner} has a const default action")
         if te.HasField("counter_data") or te.HasField("meter_config"):
-            raise P4RTError(UNIMPLEMENTED,
-                            "direct resources of default entries are not implemented")
+            raise P4RTError(
+                UNIMPLEMENTED, "direct resources of default entries are not implemented"
+            )
         cookie = pack_cookie(te.controller_metadata, te.metadata)
         if not te.HasField("action"):
             table.reset_default()
@@ -219,8 +258,9 @@ class TableEntries:
         for tv in views:
             yield from self._read_table(target, tv, te)
 
-    def _read_table(self, target: Target, tv: TableView, te: p4runtime_pb2.TableEntry
-                    ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def _read_table(
+        self, target: Target, tv: TableView, te: p4runtime_pb2.TableEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         table = target.state.tables[tv.name]
         if te.is_default_action:
             yield p4runtime_pb2.Entity(table_entry=self._default_entry(target, tv, table))
@@ -239,16 +279,19 @@ class TableEntries:
                 continue
             if te.metadata and metadata != te.metadata:
                 continue
-            if action_id and (e.action is None
-                              or target.view.action_ids.get(e.action.name) != action_id):
+            if action_id and (
+                e.action is None or target.view.action_ids.get(e.action.name) != action_id
+            ):
                 continue
             yield p4runtime_pb2.Entity(table_entry=self.encode(target, tv, e, te))
 
     @staticmethod
-    def encode(target: Target, tv: TableView, e: TableEntry,
-               request: p4runtime_pb2.TableEntry) -> p4runtime_pb2.TableEntry:  # fmt: skip
-        out = p4runtime_pb2.TableEntry(table_id=tv.id, match=encode_match(tv, e.match),
-                                       priority=e.priority)  # fmt: skip
+    def encode(
+        target: Target, tv: TableView, e: TableEntry, request: p4runtime_pb2.TableEntry
+    ) -> p4runtime_pb2.TableEntry:
+        out = p4runtime_pb2.TableEntry(
+            table_id=tv.id, match=encode_match(tv, e.match), priority=e.priority
+        )
         if e.action is not None:
             out.action.action.CopyFrom(encode_action(target.view, e.action))
         elif e.member_id is not None:
@@ -257,8 +300,9 @@ class TableEntries:
             out.action.action_profile_group_id = e.group_id
         out.controller_metadata, out.metadata = unpack_cookie(e.controller_metadata)
         if request.HasField("counter_data") and tv.direct_counter is not None:
-            out.counter_data.CopyFrom(encode_counter_data(e.packets, e.bytes,
-                                                          tv.direct_counter.unit))
+            out.counter_data.CopyFrom(
+                encode_counter_data(e.packets, e.bytes, tv.direct_counter.unit)
+            )
         if request.HasField("meter_config") and e.meter_config is not None:
             out.meter_config.CopyFrom(encode_meter_config(e.meter_config))
         out.is_const = e.is_const or tv.spec.is_const
@@ -276,12 +320,14 @@ class TableEntries:
 
 
 def _key_of(tv: TableView, e: TableEntry) -> p4runtime_pb2.TableEntry:
-    return p4runtime_pb2.TableEntry(table_id=tv.id, match=encode_match(tv, e.match),
-                                    priority=e.priority)  # fmt: skip
+    return p4runtime_pb2.TableEntry(
+        table_id=tv.id, match=encode_match(tv, e.match), priority=e.priority
+    )
 
 
-def _direct_targets(target: Target, te: p4runtime_pb2.TableEntry | None, what: str,
-                    has_resource: str) -> Iterator[tuple[TableView, TableEntry]]:  # fmt: skip
+def _direct_targets(
+    target: Target, te: p4runtime_pb2.TableEntry | None, what: str, has_resource: str
+) -> Iterator[tuple[TableView, TableEntry]]:
     """The (table, entry) pairs a direct counter/meter read names, wildcards expanded."""
     if te is None or te.table_id == 0:
         views = [tv for tv in target.view.tables.values() if getattr(tv, has_resource)]
@@ -301,8 +347,9 @@ def _direct_targets(target: Target, te: p4runtime_pb2.TableEntry | None, what: s
 class DirectCounterEntries:
     """``DirectCounterEntry``: the counts of one table entry (MODIFY and reads only)."""
 
-    def write(self, target: Target, update_type: int,
-              msg: p4runtime_pb2.DirectCounterEntry) -> None:  # fmt: skip
+    def write(
+        self, target: Target, update_type: int, msg: p4runtime_pb2.DirectCounterEntry
+    ) -> None:
         if update_type != MODIFY:
             raise P4RTError(INVALID_ARGUMENT, "direct counter entries can only be modified")
         if not msg.HasField("table_entry"):
@@ -312,11 +359,13 @@ class DirectCounterEntries:
             raise P4RTError(INVALID_ARGUMENT, f"{_owner(tv)} has no direct counter")
         _, stored = locate(target, msg.table_entry)
         if msg.HasField("data"):
-            stored.packets, stored.bytes = decode_counter_data(msg.data, tv.direct_counter.unit,
-                                                               _owner(tv))  # fmt: skip
+            stored.packets, stored.bytes = decode_counter_data(
+                msg.data, tv.direct_counter.unit, _owner(tv)
+            )
 
-    def read(self, target: Target, msg: p4runtime_pb2.DirectCounterEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.DirectCounterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         te = msg.table_entry if msg.HasField("table_entry") else None
         for tv, e in _direct_targets(target, te, "direct counter", "direct_counter"):
             assert tv.direct_counter is not None
@@ -328,8 +377,7 @@ class DirectCounterEntries:
 class DirectMeterEntries:
     """``DirectMeterEntry``: the meter configuration of one table entry."""
 
-    def write(self, target: Target, update_type: int,
-              msg: p4runtime_pb2.DirectMeterEntry) -> None:  # fmt: skip
+    def write(self, target: Target, update_type: int, msg: p4runtime_pb2.DirectMeterEntry) -> None:
         if update_type != MODIFY:
             raise P4RTError(INVALID_ARGUMENT, "direct meter entries can only be modified")
         if not msg.HasField("table_entry"):
@@ -343,8 +391,9 @@ class DirectMeterEntries:
         _, stored = locate(target, msg.table_entry)
         _set_meter(stored, config)
 
-    def read(self, target: Target, msg: p4runtime_pb2.DirectMeterEntry
-             ) -> Iterator[p4runtime_pb2.Entity]:  # fmt: skip
+    def read(
+        self, target: Target, msg: p4runtime_pb2.DirectMeterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
         if msg.HasField("counter_data"):
             raise P4RTError(UNIMPLEMENTED, "per-colour meter counters are not implemented")
         te = msg.table_entry if msg.HasField("table_entry") else None
@@ -353,4 +402,3 @@ class DirectMeterEntries:
             if e.meter_config is not None:
                 out.config.CopyFrom(encode_meter_config(e.meter_config))
             yield p4runtime_pb2.Entity(direct_meter_entry=out)
-

@@ -34,8 +34,9 @@ def packet_out_values(view: PipelineView, pkt: p4runtime_pb2.PacketOut) -> dict[
             raise P4RTError(INVALID_ARGUMENT, f"unknown packet_out metadata id {md.metadata_id}")
         number, width = hit
         if number in values:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"packet_out metadata id {md.metadata_id} is given twice")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"packet_out metadata id {md.metadata_id} is given twice"
+            )
         values[number] = decode_uint(md.value, width, f"packet_out metadata {md.metadata_id}")
     missing = sorted(mid for n, mid in pmv.ids.items() if n not in values)
     if missing:
@@ -43,8 +44,9 @@ def packet_out_values(view: PipelineView, pkt: p4runtime_pb2.PacketOut) -> dict[
     return values
 
 
-def packet_in_message(view: PipelineView, payload: bytes,
-                      values: dict[int, int]) -> p4runtime_pb2.StreamMessageResponse:  # fmt: skip
+def packet_in_message(
+    view: PipelineView, payload: bytes, values: dict[int, int]
+) -> p4runtime_pb2.StreamMessageResponse:
     """The ``PacketIn`` for a frame the device sent to its CPU port."""
     msg = p4runtime_pb2.StreamMessageResponse()
     msg.packet.payload = payload

@@ -61,8 +61,9 @@ def verify(config: p4runtime_pb2.ForwardingPipelineConfig) -> tuple[Pipeline, Pi
 class PipelineConfigurator:
     """The two pipeline RPCs; ``on_commit(pipeline, view, kept_state)`` follows every commit."""
 
-    def __init__(self, device: Device,
-                 on_commit: Callable[[Pipeline, PipelineView, bool], None]) -> None:  # fmt: skip
+    def __init__(
+        self, device: Device, on_commit: Callable[[Pipeline, PipelineView, bool], None]
+    ) -> None:
         self.device = device
         self.on_commit = on_commit
         self._saved_view: tuple[Pipeline, PipelineView] | None = None
@@ -72,10 +73,15 @@ class PipelineConfigurator:
         if action == Request.COMMIT:
             self._commit_saved(request)
             return
-        if action not in (Request.VERIFY, Request.VERIFY_AND_SAVE, Request.VERIFY_AND_COMMIT,
-                          Request.RECONCILE_AND_COMMIT):  # fmt: skip
-            raise P4RTError(INVALID_ARGUMENT, f"unknown SetForwardingPipelineConfig action "
-                                              f"{action}")  # fmt: skip
+        if action not in (
+            Request.VERIFY,
+            Request.VERIFY_AND_SAVE,
+            Request.VERIFY_AND_COMMIT,
+            Request.RECONCILE_AND_COMMIT,
+        ):
+            raise P4RTError(
+                INVALID_ARGUMENT, f"unknown SetForwardingPipelineConfig action {action}"
+            )
         if not request.HasField("config"):
             raise P4RTError(INVALID_ARGUMENT, "the request has no config")
         pipeline, view = verify(request.config)
@@ -105,8 +111,9 @@ class PipelineConfigurator:
             saved = self.device.saved
             known = self._saved_view
         if saved is None:
-            raise P4RTError(NOT_FOUND, "there is no saved config to commit "
-                                       "(VERIFY_AND_SAVE one first)")  # fmt: skip
+            raise P4RTError(
+                NOT_FOUND, "there is no saved config to commit (VERIFY_AND_SAVE one first)"
+            )
         if known is not None and known[0] is saved:
             view = known[1]
         else:
@@ -118,8 +125,12 @@ class PipelineConfigurator:
 
     def get(self, request: GetRequest) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
         rtype = request.response_type
-        if rtype not in (GetRequest.ALL, GetRequest.COOKIE_ONLY, GetRequest.P4INFO_AND_COOKIE,
-                         GetRequest.DEVICE_CONFIG_AND_COOKIE):  # fmt: skip
+        if rtype not in (
+            GetRequest.ALL,
+            GetRequest.COOKIE_ONLY,
+            GetRequest.P4INFO_AND_COOKIE,
+            GetRequest.DEVICE_CONFIG_AND_COOKIE,
+        ):
             raise P4RTError(INVALID_ARGUMENT, f"unknown response_type {rtype}")
         rep = p4runtime_pb2.GetForwardingPipelineConfigResponse()
         with self.device.lock:

@@ -190,8 +190,7 @@ class PipelineView:
 
     def counter(self, pid: int) -> ExternView:
         if pid in self.direct_counters:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"{pid} is a direct counter; use DirectCounterEntry")  # fmt: skip
+            raise P4RTError(INVALID_ARGUMENT, f"{pid} is a direct counter; use DirectCounterEntry")
         return self._get(self.counters, pid, "counter")  # type: ignore[no-any-return]
 
     def meter(self, pid: int) -> ExternView:
@@ -212,8 +211,7 @@ class PipelineView:
         try:
             return self.action_ids[name]
         except KeyError:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"action '{name}' is not in the P4Info") from None  # fmt: skip
+            raise P4RTError(INVALID_ARGUMENT, f"action '{name}' is not in the P4Info") from None
 
 
 class _Builder:
@@ -243,9 +241,19 @@ class _Builder:
 
     def check_ids(self) -> None:
         seen: dict[int, str] = {}
-        for kind in ("tables", "actions", "action_profiles", "counters", "direct_counters",
-                     "meters", "direct_meters", "controller_packet_metadata", "value_sets",
-                     "registers", "digests"):  # fmt: skip
+        for kind in (
+            "tables",
+            "actions",
+            "action_profiles",
+            "counters",
+            "direct_counters",
+            "meters",
+            "direct_meters",
+            "controller_packet_metadata",
+            "value_sets",
+            "registers",
+            "digests",
+        ):
             for obj in getattr(self.info, kind):
                 pid, name = obj.preamble.id, obj.preamble.name
                 if pid == 0:
@@ -270,20 +278,24 @@ class _Builder:
                 if ps is None:
                     self.problem(f"action '{name}' has no parameter '{p.name}'")
                 elif p.bitwidth != ps.width:
-                    self.problem(f"action '{name}' parameter '{p.name}' is {ps.width} bits, "
-                                 f"not {p.bitwidth}")  # fmt: skip
+                    self.problem(
+                        f"action '{name}' parameter '{p.name}' is {ps.width} bits, not {p.bitwidth}"
+                    )
                 elif p.id in params:
                     self.problem(f"action '{name}' lists parameter id {p.id} twice")
                 else:
                     params[p.id] = ParamView(p.id, spec.params.index(ps), ps)
                     ids[p.name] = p.id
             if len(a.params) != len(spec.params):
-                self.problem(f"action '{name}' has {len(spec.params)} parameter(s), the P4Info "
-                             f"lists {len(a.params)}")  # fmt: skip
+                self.problem(
+                    f"action '{name}' has {len(spec.params)} parameter(s), the P4Info "
+                    f"lists {len(a.params)}"
+                )
                 continue
             param_ids = tuple(ids.get(p.name, 0) for p in spec.params)
-            self.view.actions[a.preamble.id] = ActionView(a.preamble.id, name, spec, params,
-                                                          param_ids)  # fmt: skip
+            self.view.actions[a.preamble.id] = ActionView(
+                a.preamble.id, name, spec, params, param_ids
+            )
             self.view.action_ids[name] = a.preamble.id
 
     def add_tables(self) -> None:
@@ -310,27 +322,27 @@ class _Builder:
                     self.problem(f"table '{name}' has no action '{av.name}'")
                     continue
                 if SCOPES.get(ref.scope) is not sref.scope:
-                    self.problem(f"table '{name}' action '{av.name}' has scope "
-                                 f"{sref.scope.name}")  # fmt: skip
+                    self.problem(f"table '{name}' action '{av.name}' has scope {sref.scope.name}")
                 actions[ref.id] = sref.scope
             impl = profiles.get(t.implementation_id) if t.implementation_id else None
             if t.implementation_id and impl is None:
-                self.problem(f"table '{name}' refers to unknown action profile "
-                             f"{t.implementation_id}")  # fmt: skip
+                self.problem(
+                    f"table '{name}' refers to unknown action profile {t.implementation_id}"
+                )
             elif impl != spec.implementation:
-                self.problem(f"table '{name}' implementation is "
-                             f"{spec.implementation or 'none'}")  # fmt: skip
+                self.problem(f"table '{name}' implementation is {spec.implementation or 'none'}")
             if t.is_const_table != spec.is_const:
                 self.problem(f"table '{name}' is_const_table should be {spec.is_const}")
             if bool(t.const_default_action_id) != spec.const_default_action:
                 self.problem(f"table '{name}' const default action does not match")
             field_ids = tuple(f.id for f in sorted(fields.values(), key=lambda f: f.index))
             self.view.tables[t.preamble.id] = TableView(
-                t.preamble.id, name, spec, fields, field_ids, actions,
-                t.implementation_id or None)  # fmt: skip
+                t.preamble.id, name, spec, fields, field_ids, actions, t.implementation_id or None
+            )
 
-    def table_fields(self, name: str, spec: TableSpec,
-                     given: Iterable[p4info_pb2.MatchField]) -> dict[int, FieldView] | None:  # fmt: skip
+    def table_fields(
+        self, name: str, spec: TableSpec, given: Iterable[p4info_pb2.MatchField]
+    ) -> dict[int, FieldView] | None:
         keys = spec.match_keys
         by_name = {k.name: (i, k) for i, k in enumerate(keys)}
         fields: dict[int, FieldView] = {}
@@ -345,16 +357,18 @@ class _Builder:
                 continue
             i, k = hit
             if mf.bitwidth != k.width or mf.match_type != MATCH_TYPES.get(k.kind):
-                self.problem(f"table '{name}' match field '{mf.name}' is {k.kind.value} "
-                             f"{k.width} bits")  # fmt: skip
+                self.problem(
+                    f"table '{name}' match field '{mf.name}' is {k.kind.value} {k.width} bits"
+                )
                 ok = False
             if mf.id in fields or any(f.index == i for f in fields.values()):
                 self.problem(f"table '{name}' lists match field '{mf.name}' twice")
                 ok = False
             fields[mf.id] = FieldView(mf.id, i, k)
         if listed != len(keys):
-            self.problem(f"table '{name}' has {len(keys)} match field(s), the P4Info lists "
-                         f"{listed}")  # fmt: skip
+            self.problem(
+                f"table '{name}' has {len(keys)} match field(s), the P4Info lists {listed}"
+            )
             ok = False
         return fields if ok else None
 
@@ -367,8 +381,9 @@ class _Builder:
                 self.problem(f"the program has no action profile '{name}'")
                 continue
             if p.with_selector != spec.with_selector:
-                self.problem(f"action profile '{name}' with_selector should be "
-                             f"{spec.with_selector}")  # fmt: skip
+                self.problem(
+                    f"action profile '{name}' with_selector should be {spec.with_selector}"
+                )
                 continue
             actions: dict[int, ActionScope] = {}
             for tv in self.view.tables.values():
@@ -377,8 +392,9 @@ class _Builder:
                     for aid, scope in tv.actions.items():
                         if aid not in actions or actions[aid] is ActionScope.DEFAULT_ONLY:
                             actions[aid] = scope
-            self.view.profiles[p.preamble.id] = ProfileView(p.preamble.id, name, spec, actions,
-                                                            max(0, p.max_group_size))  # fmt: skip
+            self.view.profiles[p.preamble.id] = ProfileView(
+                p.preamble.id, name, spec, actions, max(0, p.max_group_size)
+            )
 
     def add_counters(self) -> None:
         specs = {c.name: c for c in self.schema.counters}
@@ -389,8 +405,9 @@ class _Builder:
             elif spec.size != c.size or COUNTER_UNITS[spec.unit] != c.spec.unit:
                 self.problem(f"counter '{spec.name}' is {spec.unit.value} with size {spec.size}")
             else:
-                self.view.counters[c.preamble.id] = ExternView(c.preamble.id, spec.name,
-                                                               spec.size, c.spec.unit)  # fmt: skip
+                self.view.counters[c.preamble.id] = ExternView(
+                    c.preamble.id, spec.name, spec.size, c.spec.unit
+                )
         dspecs = {c.name: c for c in self.schema.direct_counters}
         for d in self.info.direct_counters:
             dspec = dspecs.get(d.preamble.name)
@@ -398,8 +415,10 @@ class _Builder:
             if dspec is None:
                 self.problem(f"the program has no direct counter '{d.preamble.name}'")
             elif tv is None or tv.name != dspec.table or COUNTER_UNITS[dspec.unit] != d.spec.unit:
-                self.problem(f"direct counter '{dspec.name}' belongs to '{dspec.table}' and is "
-                             f"{dspec.unit.value}")  # fmt: skip
+                self.problem(
+                    f"direct counter '{dspec.name}' belongs to '{dspec.table}' and is "
+                    f"{dspec.unit.value}"
+                )
             else:
                 ev = ExternView(d.preamble.id, dspec.name, 0, d.spec.unit, table=dspec.table)
                 self.view.direct_counters[d.preamble.id] = ev
@@ -414,8 +433,9 @@ class _Builder:
             elif spec.size != m.size or METER_UNITS[spec.unit] != m.spec.unit:
                 self.problem(f"meter '{spec.name}' is {spec.unit.value} with size {spec.size}")
             else:
-                self.view.meters[m.preamble.id] = ExternView(m.preamble.id, spec.name, spec.size,
-                                                             m.spec.unit)  # fmt: skip
+                self.view.meters[m.preamble.id] = ExternView(
+                    m.preamble.id, spec.name, spec.size, m.spec.unit
+                )
         dspecs = {m.name: m for m in self.schema.direct_meters}
         for d in self.info.direct_meters:
             dspec = dspecs.get(d.preamble.name)
@@ -423,8 +443,10 @@ class _Builder:
             if dspec is None:
                 self.problem(f"the program has no direct meter '{d.preamble.name}'")
             elif tv is None or tv.name != dspec.table or METER_UNITS[dspec.unit] != d.spec.unit:
-                self.problem(f"direct meter '{dspec.name}' belongs to '{dspec.table}' and is "
-                             f"{dspec.unit.value}")  # fmt: skip
+                self.problem(
+                    f"direct meter '{dspec.name}' belongs to '{dspec.table}' and is "
+                    f"{dspec.unit.value}"
+                )
             else:
                 ev = ExternView(d.preamble.id, dspec.name, 0, d.spec.unit, table=dspec.table)
                 self.view.direct_meters[d.preamble.id] = ev
@@ -439,13 +461,13 @@ class _Builder:
             width = bs.bit.bitwidth if kind == "bit" else bs.int.bitwidth if kind == "int" else 0
             if spec is None:
                 self.problem(f"the program has no register '{r.preamble.name}'")
-            elif (spec.size != r.size or spec.width != width
-                  or spec.signed != (kind == "int")):  # fmt: skip
+            elif spec.size != r.size or spec.width != width or spec.signed != (kind == "int"):
                 sign = "int" if spec.signed else "bit"
                 self.problem(f"register '{spec.name}' holds {spec.size} {sign}<{spec.width}>")
             else:
                 self.view.registers[r.preamble.id] = ExternView(
-                    r.preamble.id, spec.name, spec.size, 0, spec.width, spec.signed)
+                    r.preamble.id, spec.name, spec.size, 0, spec.width, spec.signed
+                )
 
     def add_digests(self) -> None:
         specs = {d.name: d for d in self.schema.digests}
@@ -466,13 +488,17 @@ class _Builder:
                 continue
             widths = [mf.bitwidth for mf in v.match]
             ids = [mf.id for mf in v.match]
-            if (widths != [f.width for f in spec.fields] or spec.size != v.size
-                    or len(set(ids)) != len(ids)):  # fmt: skip
+            if (
+                widths != [f.width for f in spec.fields]
+                or spec.size != v.size
+                or len(set(ids)) != len(ids)
+            ):
                 self.problem(f"value set '{spec.name}' does not match the program")
                 continue
             fields = {mid: (i, w) for i, (mid, w) in enumerate(zip(ids, widths))}
-            self.view.value_sets[v.preamble.id] = ValueSetView(v.preamble.id, spec.name, spec,
-                                                               tuple(ids), fields)  # fmt: skip
+            self.view.value_sets[v.preamble.id] = ValueSetView(
+                v.preamble.id, spec.name, spec, tuple(ids), fields
+            )
 
     def add_packet_metadata(self) -> None:
         headers = {h.name: h for h in self.schema.controller_headers}
@@ -480,7 +506,7 @@ class _Builder:
             name = cpm.preamble.name
             spec = headers.get(name)
             if spec is None:
-                self.problem(f"the program has no @controller_header(\"{name}\")")
+                self.problem(f'the program has no @controller_header("{name}")')
                 continue
             numbers = {f.name: (i, f.width) for i, f in enumerate(spec.fields, start=1)}
             by_id: dict[int, tuple[int, int]] = {}

@@ -31,8 +31,14 @@ DEFAULT_ADDRESS = "127.0.0.1:9559"
 class P4RuntimeServer:
     """A gRPC P4Runtime server for ``device``."""
 
-    def __init__(self, device: Device, address: str = DEFAULT_ADDRESS, *, max_workers: int = 64,
-                 digest_poll_s: float = 0.002) -> None:  # fmt: skip
+    def __init__(
+        self,
+        device: Device,
+        address: str = DEFAULT_ADDRESS,
+        *,
+        max_workers: int = 64,
+        digest_poll_s: float = 0.002,
+    ) -> None:
         self.device = device
         self.requested_address = address
         self.max_workers = max_workers
@@ -61,9 +67,12 @@ class P4RuntimeServer:
                 raise RuntimeError("a stopped P4RuntimeServer cannot be started again")
             server = grpc.server(
                 ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="p4rt"),
-                options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                         ("grpc.so_reuseport", 0)])  # fmt: skip
+                options=[
+                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.so_reuseport", 0),
+                ],
+            )
             p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.service, server)
             try:
                 port = server.add_insecure_port(self.requested_address)
@@ -101,6 +110,10 @@ class P4RuntimeServer:
     def __enter__(self) -> P4RuntimeServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -55,8 +55,9 @@ READ_CHUNK = 1000  # entities per ReadResponse message
 NO_PIPELINE = "No forwarding pipeline config set"
 
 
-class _RpcStatus(collections.namedtuple("_RpcStatus", ("code", "details", "trailing_metadata")),
-                 grpc.Status):  # fmt: skip
+class _RpcStatus(
+    collections.namedtuple("_RpcStatus", ("code", "details", "trailing_metadata")), grpc.Status
+):
     """A final status with trailing metadata, for ``context.abort_with_status``."""
 
 
@@ -142,8 +143,11 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
 
     def _check_device(self, device_id: int) -> None:
         if device_id != self.device.device_id:
-            raise P4RTError(NOT_FOUND, f"unknown device id {device_id} (this server serves "
-                                       f"device {self.device.device_id})")  # fmt: skip
+            raise P4RTError(
+                NOT_FOUND,
+                f"unknown device id {device_id} (this server serves "
+                f"device {self.device.device_id})",
+            )
 
     def _check_primary(self, request: Any) -> None:
         self._check_device(request.device_id)
@@ -158,21 +162,30 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         context.abort(grpc_code(err.code), err.message)
 
     @staticmethod
-    def _abort_batch(context: grpc.ServicerContext, errors: list[P4RTError | None],
-                     what: str) -> None:  # fmt: skip
+    def _abort_batch(
+        context: grpc.ServicerContext, errors: list[P4RTError | None], what: str
+    ) -> None:
         status = batch_status(errors, what)
-        context.abort_with_status(_RpcStatus(grpc.StatusCode.UNKNOWN, status.message,
-                                             ((DETAILS_KEY, status.SerializeToString()),)))
+        context.abort_with_status(
+            _RpcStatus(
+                grpc.StatusCode.UNKNOWN,
+                status.message,
+                ((DETAILS_KEY, status.SerializeToString()),),
+            )
+        )
 
     # ----- unary RPCs
 
-    def Capabilities(self, request: p4runtime_pb2.CapabilitiesRequest,
-                     context: grpc.ServicerContext) -> p4runtime_pb2.CapabilitiesResponse:  # fmt: skip
+    def Capabilities(
+        self, request: p4runtime_pb2.CapabilitiesRequest, context: grpc.ServicerContext
+    ) -> p4runtime_pb2.CapabilitiesResponse:
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=P4RUNTIME_API_VERSION)
 
     def SetForwardingPipelineConfig(
-            self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
-            context: grpc.ServicerContext) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
+        self,
+        request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
         try:
             self._check_primary(request)
             self.configurator.set(request)
@@ -181,8 +194,10 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
     def GetForwardingPipelineConfig(
-            self, request: p4runtime_pb2.GetForwardingPipelineConfigRequest,
-            context: grpc.ServicerContext) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
+        self,
+        request: p4runtime_pb2.GetForwardingPipelineConfigRequest,
+        context: grpc.ServicerContext,
+    ) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
         try:
             self._check_device(request.device_id)
             return self.configurator.get(request)
@@ -190,8 +205,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self._abort(context, self._logged(exc))
             raise  # unreachable: abort raises
 
-    def Write(self, request: p4runtime_pb2.WriteRequest,
-              context: grpc.ServicerContext) -> p4runtime_pb2.WriteResponse:  # fmt: skip
+    def Write(
+        self, request: p4runtime_pb2.WriteRequest, context: grpc.ServicerContext
+    ) -> p4runtime_pb2.WriteResponse:
         errors: list[P4RTError | None] = []
         try:
             self._check_primary(request)
@@ -214,8 +230,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self._abort_batch(context, errors, "Write")
         return p4runtime_pb2.WriteResponse()
 
-    def Read(self, request: p4runtime_pb2.ReadRequest,
-             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:  # fmt: skip
+    def Read(
+        self, request: p4runtime_pb2.ReadRequest, context: grpc.ServicerContext
+    ) -> Iterator[p4runtime_pb2.ReadResponse]:
         entities: list[p4runtime_pb2.Entity] = []
         errors: list[P4RTError | None] = []
         try:
@@ -231,7 +248,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         except Exception as exc:
             self._abort(context, self._logged(exc))
         for start in range(0, max(len(entities), 1), READ_CHUNK):
-            yield p4runtime_pb2.ReadResponse(entities=entities[start:start + READ_CHUNK])
+            yield p4runtime_pb2.ReadResponse(entities=entities[start : start + READ_CHUNK])
         if any(e is not None for e in errors):
             self._abort_batch(context, errors, "Read")
 
@@ -244,17 +261,23 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
 
     # ----- StreamChannel
 
-    def StreamChannel(self, request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
-                      context: grpc.ServicerContext
-                      ) -> Iterator[p4runtime_pb2.StreamMessageResponse]:  # fmt: skip
+    def StreamChannel(
+        self,
+        request_iterator: Iterator[p4runtime_pb2.StreamMessageRequest],
+        context: grpc.ServicerContext,
+    ) -> Iterator[p4runtime_pb2.StreamMessageResponse]:
         session = StreamSession(context.peer())
         with self._sessions_lock:
             if self._stopping:
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the server is stopping")
             self._sessions.add(session)
         context.add_callback(session.close)
-        reader = threading.Thread(target=self._read_stream, args=(session, request_iterator),
-                                  name="p4rt-stream-reader", daemon=True)  # fmt: skip
+        reader = threading.Thread(
+            target=self._read_stream,
+            args=(session, request_iterator),
+            name="p4rt-stream-reader",
+            daemon=True,
+        )
         reader.start()
         try:
             while True:
@@ -270,8 +293,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             with self._sessions_lock:
                 self._sessions.discard(session)
 
-    def _read_stream(self, session: StreamSession,
-                     requests: Iterator[p4runtime_pb2.StreamMessageRequest]) -> None:  # fmt: skip
+    def _read_stream(
+        self, session: StreamSession, requests: Iterator[p4runtime_pb2.StreamMessageRequest]
+    ) -> None:
         try:
             for req in requests:
                 if session.closed:
@@ -289,16 +313,18 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             pass
         session.close()
 
-    def _on_arbitration(self, session: StreamSession,
-                        req: p4runtime_pb2.StreamMessageRequest) -> None:  # fmt: skip
+    def _on_arbitration(
+        self, session: StreamSession, req: p4runtime_pb2.StreamMessageRequest
+    ) -> None:
         try:
             self.arbiter.arbitrate(session, req.arbitration)
         except P4RTError as err:
             session.abort(err.code, err.message)
             raise _EndStream from None
 
-    def _on_packet_out(self, session: StreamSession,
-                       req: p4runtime_pb2.StreamMessageRequest) -> None:  # fmt: skip
+    def _on_packet_out(
+        self, session: StreamSession, req: p4runtime_pb2.StreamMessageRequest
+    ) -> None:
         try:
             if not self.arbiter.is_primary_stream(session):
                 raise P4RTError(PERMISSION_DENIED, "only the primary client may send packets")
@@ -318,18 +344,21 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self.stats.stream_errors += 1
             session.send(stream_error(err.code, err.message, req))
 
-    def _on_digest_ack(self, session: StreamSession,
-                       req: p4runtime_pb2.StreamMessageRequest) -> None:  # fmt: skip
+    def _on_digest_ack(
+        self, session: StreamSession, req: p4runtime_pb2.StreamMessageRequest
+    ) -> None:
         ack = req.digest_ack
         if not self.digests.ack(ack.digest_id, ack.list_id):
             self.stats.stream_errors += 1
-            session.send(stream_error(INVALID_ARGUMENT, f"unknown digest id {ack.digest_id}",
-                                      req))  # fmt: skip
+            session.send(stream_error(INVALID_ARGUMENT, f"unknown digest id {ack.digest_id}", req))
 
     def _on_other(self, session: StreamSession, req: p4runtime_pb2.StreamMessageRequest) -> None:
         self.stats.stream_errors += 1
-        what = "an empty stream message" if req.WhichOneof("update") is None else \
-            f"stream message '{req.other.type_url}'"
+        what = (
+            "an empty stream message"
+            if req.WhichOneof("update") is None
+            else f"stream message '{req.other.type_url}'"
+        )
         session.send(stream_error(UNIMPLEMENTED, f"{what} is not supported", req))
 
     # ----- packet-in (called by the data path)

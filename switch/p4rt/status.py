@@ -75,8 +75,7 @@ def p4_error(error: P4RTError | None) -> p4runtime_pb2.Error:
     """The ``p4.v1.Error`` of one update: ``OK`` (and nothing else) when it succeeded."""
     if error is None:
         return p4runtime_pb2.Error(canonical_code=OK)
-    return p4runtime_pb2.Error(canonical_code=error.code, message=error.message,
-                               space=ERROR_SPACE)  # fmt: skip
+    return p4runtime_pb2.Error(canonical_code=error.code, message=error.message, space=ERROR_SPACE)
 
 
 def batch_status(errors: list[P4RTError | None], what: str) -> status_pb2.Status:

@@ -58,8 +58,9 @@ class StreamSession:
         self.queue.put(CLOSE)
 
 
-def stream_error(code: int, message: str,
-                 request: p4runtime_pb2.StreamMessageRequest) -> p4runtime_pb2.StreamMessageResponse:  # fmt: skip
+def stream_error(
+    code: int, message: str, request: p4runtime_pb2.StreamMessageRequest
+) -> p4runtime_pb2.StreamMessageResponse:
     """A ``StreamError`` naming the kind of message (and the message) that caused it."""
     msg = p4runtime_pb2.StreamMessageResponse()
     err = msg.error

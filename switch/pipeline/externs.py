@@ -25,8 +25,9 @@ from switch.schema import (
 
 def _check_index(kind: str, name: str, index: int, size: int) -> int:
     if not isinstance(index, int) or not 0 <= index < size:
-        raise StateError(Code.OUT_OF_RANGE,
-                         f"{kind} '{name}': index {index!r} is outside 0..{size - 1}")
+        raise StateError(
+            Code.OUT_OF_RANGE, f"{kind} '{name}': index {index!r} is outside 0..{size - 1}"
+        )
     return index
 
 
@@ -132,8 +133,9 @@ class Register:
         """Control plane: any value representable as bit<W> or int<W> is accepted."""
         _check_index("register", self.name, index, self.size)
         if not isinstance(value, int) or not -(1 << (self.width - 1)) <= value <= self._mask:
-            raise invalid(f"register '{self.name}': value {value!r} does not fit in "
-                          f"{self.width} bits")
+            raise invalid(
+                f"register '{self.name}': value {value!r} does not fit in {self.width} bits"
+            )
         self.values[index] = self.wrap(value)
 
     def reset(self) -> None:
@@ -176,8 +178,9 @@ class Meter:
     def set_config(self, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
         """P4Runtime ``MeterConfig``: rates per second."""
         _check_index("meter", self.name, index, self.size)
-        config = check_config(f"meter '{self.name}'",
-                              MeterConfig.per_second(cir, cburst, pir, pburst))
+        config = check_config(
+            f"meter '{self.name}'", MeterConfig.per_second(cir, cburst, pir, pburst)
+        )
         self.cells[index] = MeterCell(config)
 
     def get_config(self, index: int) -> MeterConfig | None:

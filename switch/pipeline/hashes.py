@@ -37,10 +37,25 @@ CRC32_ISO_HDLC = CrcConfig(32, 0x04C11DB7, 0xFFFFFFFF, 0xFFFFFFFF, True, True)
 CRC16_CUSTOM_DEFAULT = CRC16_ARC  # BMv2's crc_custom<uint16_t> initial config
 CRC32_CUSTOM_DEFAULT = CRC32_ISO_HDLC  # BMv2's crc_custom<uint32_t> initial config
 
-ALGORITHMS = ("crc32", "crc32_custom", "crc16", "crc16_custom", "random", "identity", "csum16",
-              "xor16")
-_OUTPUT_WIDTH = {"crc32": 32, "crc32_custom": 32, "crc16": 16, "crc16_custom": 16,
-                 "identity": 64, "csum16": 16, "xor16": 16}
+ALGORITHMS = (
+    "crc32",
+    "crc32_custom",
+    "crc16",
+    "crc16_custom",
+    "random",
+    "identity",
+    "csum16",
+    "xor16",
+)
+_OUTPUT_WIDTH = {
+    "crc32": 32,
+    "crc32_custom": 32,
+    "crc16": 16,
+    "crc16_custom": 16,
+    "identity": 64,
+    "csum16": 16,
+    "xor16": 16,
+}
 
 
 def output_width(algo: str) -> int:
@@ -136,8 +151,9 @@ def identity(data: bytes) -> int:
 
 def _unknown_algo(algo: str) -> StateError:
     if algo == "random":
-        return StateError(Code.UNIMPLEMENTED,
-                          "HashAlgorithm.random is not a deterministic hash (BMv2 has none)")
+        return StateError(
+            Code.UNIMPLEMENTED, "HashAlgorithm.random is not a deterministic hash (BMv2 has none)"
+        )
     known = ", ".join(a for a in ALGORITHMS if a != "random")
     return StateError(Code.INVALID_ARGUMENT, f"unknown hash algorithm '{algo}' (known: {known})")
 
@@ -155,8 +171,10 @@ def compute_hash(algo: str, data: bytes, custom: CrcConfig | None = None) -> int
         width = 16 if algo == "crc16_custom" else 32
         config = custom or (CRC16_CUSTOM_DEFAULT if width == 16 else CRC32_CUSTOM_DEFAULT)
         if config.width != width:
-            raise StateError(Code.INVALID_ARGUMENT,
-                             f"{algo} needs a {width}-bit CRC config, got {config.width} bits")
+            raise StateError(
+                Code.INVALID_ARGUMENT,
+                f"{algo} needs a {width}-bit CRC config, got {config.width} bits",
+            )
         return crc(config, data)
     if algo == "identity":
         return identity(data)

@@ -122,8 +122,10 @@ class PacketReplicationEngine:
         members = self._group(group)
         node = self._node(handle)
         if node.group is not None:
-            raise StateError(Code.FAILED_PRECONDITION,
-                             f"node {handle} is already associated with group {node.group}")
+            raise StateError(
+                Code.FAILED_PRECONDITION,
+                f"node {handle} is already associated with group {node.group}",
+            )
         members.append(handle)
         node.group = group
         self._cache.pop(group, None)
@@ -132,8 +134,9 @@ class PacketReplicationEngine:
         members = self._group(group)
         node = self._node(handle)
         if node.group != group:
-            raise StateError(Code.FAILED_PRECONDITION,
-                             f"node {handle} is not associated with group {group}")
+            raise StateError(
+                Code.FAILED_PRECONDITION, f"node {handle} is not associated with group {group}"
+            )
         members.remove(handle)
         node.group = None
         self._cache.pop(group, None)
@@ -209,9 +212,7 @@ class PacketReplicationEngine:
         handles = self.groups.get(group)
         if handles is None:
             return ()
-        out = tuple(
-            (port, self.nodes[h].rid) for h in handles for port in self.nodes[h].ports
-        )
+        out = tuple((port, self.nodes[h].rid) for h in handles for port in self.nodes[h].ports)
         self._cache[group] = out
         return out
 
@@ -242,8 +243,9 @@ class PacketReplicationEngine:
     def insert_clone_session(self, session: CloneSession) -> None:
         self._check_session(session)
         if session.session_id in self.sessions:
-            raise StateError(Code.ALREADY_EXISTS,
-                             f"clone session {session.session_id} already exists")
+            raise StateError(
+                Code.ALREADY_EXISTS, f"clone session {session.session_id} already exists"
+            )
         self.sessions[session.session_id] = session
 
     def modify_clone_session(self, session: CloneSession) -> None:

@@ -72,11 +72,15 @@ class ActionProfile:
         if not isinstance(member_id, int) or member_id < 0:
             raise invalid(f"action profile '{self.name}': bad member id {member_id!r}")
         if member_id in self.members:
-            raise StateError(Code.ALREADY_EXISTS,
-                             f"action profile '{self.name}': member {member_id} already exists")
+            raise StateError(
+                Code.ALREADY_EXISTS,
+                f"action profile '{self.name}': member {member_id} already exists",
+            )
         if self.spec.size > 0 and len(self.members) >= self.spec.size:
-            raise StateError(Code.RESOURCE_EXHAUSTED,
-                             f"action profile '{self.name}' is full ({self.spec.size} members)")
+            raise StateError(
+                Code.RESOURCE_EXHAUSTED,
+                f"action profile '{self.name}' is full ({self.spec.size} members)",
+            )
         call = self._check_action(action)
         used = set(self._handles.values())
         handle = 0
@@ -145,8 +149,10 @@ class ActionProfile:
         if not isinstance(group_id, int) or group_id < 0:
             raise invalid(f"action profile '{self.name}': bad group id {group_id!r}")
         if group_id in self.groups:
-            raise StateError(Code.ALREADY_EXISTS,
-                             f"action profile '{self.name}': group {group_id} already exists")
+            raise StateError(
+                Code.ALREADY_EXISTS,
+                f"action profile '{self.name}': group {group_id} already exists",
+            )
         if max_size < 0:
             raise invalid(f"action profile '{self.name}': negative max_size {max_size}")
         checked = self._checked_members(members, max_size)

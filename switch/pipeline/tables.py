@@ -85,8 +85,10 @@ class Table:
         self._refs = {r.name: r for r in spec.actions}
         self.profile = profile
         if spec.implementation is not None and profile is None:
-            raise StateError(Code.INVALID_ARGUMENT,
-                             f"table '{spec.name}' needs its action profile '{spec.implementation}'")
+            raise StateError(
+                Code.INVALID_ARGUMENT,
+                f"table '{spec.name}' needs its action profile '{spec.implementation}'",
+            )
         self._keys = spec.match_keys
         self._sel_widths = tuple(k.width for k in spec.selector_keys)
         self._needs_priority = spec.needs_priority
@@ -101,8 +103,10 @@ class Table:
         elif len(lpms) == 1:
             self._mode = _LPM
         else:
-            raise StateError(Code.UNIMPLEMENTED,
-                             f"table '{spec.name}' has {len(lpms)} lpm keys (at most one allowed)")
+            raise StateError(
+                Code.UNIMPLEMENTED,
+                f"table '{spec.name}' has {len(lpms)} lpm keys (at most one allowed)",
+            )
         self._lpm_index = lpms[0] if lpms else -1
         self._lpm_width = self._keys[self._lpm_index].width if lpms else 0
         # Offsets of non-range keys inside one combined integer, for masked compares.
@@ -126,7 +130,9 @@ class Table:
         self.default: ActionCall = spec.default_action
         for c in spec.const_entries:
             prio = c.priority if self._needs_priority else 0
-            entry = self._validated(TableEntry(match=tuple(c.match), priority=prio, action=c.action))
+            entry = self._validated(
+                TableEntry(match=tuple(c.match), priority=prio, action=c.action)
+            )
             entry.is_const = True
             self._add(entry)
 
@@ -207,8 +213,10 @@ class Table:
 
     def _check_writable(self) -> None:
         if self.spec.is_const:
-            raise StateError(Code.PERMISSION_DENIED,
-                             f"table '{self.name}' has const entries and cannot be written")
+            raise StateError(
+                Code.PERMISSION_DENIED,
+                f"table '{self.name}' has const entries and cannot be written",
+            )
 
     def insert(self, entry: TableEntry) -> None:
         self._check_writable()
@@ -217,11 +225,14 @@ class Table:
         e = self._validated(entry)
         key = (e.match, e.priority)
         if key in self._entries:
-            raise StateError(Code.ALREADY_EXISTS,
-                             f"table '{self.name}': an entry with this match and priority exists")
+            raise StateError(
+                Code.ALREADY_EXISTS,
+                f"table '{self.name}': an entry with this match and priority exists",
+            )
         if len(self._entries) >= self.spec.size:
-            raise StateError(Code.RESOURCE_EXHAUSTED,
-                             f"table '{self.name}' is full ({self.spec.size} entries)")
+            raise StateError(
+                Code.RESOURCE_EXHAUSTED, f"table '{self.name}' is full ({self.spec.size} entries)"
+            )
         if self.profile is not None:
             self.profile.retain(e.member_id, e.group_id)
         self._add(e)
@@ -267,8 +278,9 @@ class Table:
 
     def set_default(self, action: ActionCall) -> None:
         if self.spec.const_default_action and action != self.spec.default_action:
-            raise StateError(Code.PERMISSION_DENIED,
-                             f"table '{self.name}' has a const default action")
+            raise StateError(
+                Code.PERMISSION_DENIED, f"table '{self.name}' has a const default action"
+            )
         self.default = check_action_call(
             f"table '{self.name}'", action, self._refs, self._actions, for_default=True
         )
@@ -290,8 +302,9 @@ class Table:
     def _add(self, e: TableEntry) -> None:
         key = (e.match, e.priority)
         if key in self._entries:
-            raise StateError(Code.ALREADY_EXISTS,
-                             f"table '{self.name}': duplicate const entry {_describe(*key)}")
+            raise StateError(
+                Code.ALREADY_EXISTS, f"table '{self.name}': duplicate const entry {_describe(*key)}"
+            )
         self._entries[key] = e
         mode = self._mode
         if mode == _EXACT:

@@ -158,8 +158,14 @@ class Counters:
 class V1Switch:
     """One v1model switch running a compiled program over its :class:`SwitchState`."""
 
-    def __init__(self, program: CompiledProgram, state: SwitchState | None = None, *,
-                 seed: int = 0, clock: Callable[[], int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        program: CompiledProgram,
+        state: SwitchState | None = None,
+        *,
+        seed: int = 0,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.program = program
         self.state = state if state is not None else SwitchState(program.schema)
         self.rt = RuntimeContext(self.state, random.Random(seed))
@@ -215,9 +221,14 @@ class V1Switch:
             elif kind == "direct_meter":
                 ns[py] = st.direct_meters[fq]
             elif kind == "extern":
-                obj = (st.registers.get(fq) or st.counters.get(fq) or st.meters.get(fq)
-                       or st.direct_counters.get(fq) or st.direct_meters.get(fq)
-                       or st.action_profiles.get(fq))  # fmt: skip
+                obj = (
+                    st.registers.get(fq)
+                    or st.counters.get(fq)
+                    or st.meters.get(fq)
+                    or st.direct_counters.get(fq)
+                    or st.direct_meters.get(fq)
+                    or st.action_profiles.get(fq)
+                )
                 ns[py] = obj
         return ns
 
@@ -233,9 +244,16 @@ class V1Switch:
                 self.counters.parser_errors += 1
         return data[pkt.off :]
 
-    def ingress_pass(self, port: int, data: bytes, instance_type: int = InstanceType.NORMAL,
-                     restore: tuple[Any, Any] | None = None, passes: int = 0,
-                     original: bytes | None = None, now: int | None = None) -> list[EgressJob]:  # fmt: skip
+    def ingress_pass(
+        self,
+        port: int,
+        data: bytes,
+        instance_type: int = InstanceType.NORMAL,
+        restore: tuple[Any, Any] | None = None,
+        passes: int = 0,
+        original: bytes | None = None,
+        now: int | None = None,
+    ) -> list[EgressJob]:
         """Parse, verify, run ingress; return the packets the traffic manager must enqueue.
 
         Resubmitted packets are processed here recursively (they never reach a queue).
@@ -281,8 +299,9 @@ class V1Switch:
             # BMv2 resets all metadata (standard_metadata included, so ingress_port is 0)
             # and keeps only the preserved field list
             saver = self._field_list(rt.resubmit_req, meta, sm)
-            return jobs + self.ingress_pass(0, original, InstanceType.RESUBMIT, saver,
-                                            passes + 1, original)  # fmt: skip
+            return jobs + self.ingress_pass(
+                0, original, InstanceType.RESUBMIT, saver, passes + 1, original
+            )
         # 4. multicast
         trunc = rt.truncate_len  # truncate() in ingress applies when the packet leaves
         grp = sm.f_mcast_grp
@@ -291,8 +310,9 @@ class V1Switch:
             for eport, rid in self.state.pre.replicas(grp):
                 h2, m2, s2 = hdr.copy(), meta.copy(), sm.copy()
                 s2.f_egress_rid = rid
-                jobs.append(EgressJob(eport, h2, m2, s2, payload, original, passes,
-                                      sm.f_priority, trunc))  # fmt: skip
+                jobs.append(
+                    EgressJob(eport, h2, m2, s2, payload, original, passes, sm.f_priority, trunc)
+                )
             return jobs
         # 5. drop
         spec = sm.f_egress_spec
@@ -301,8 +321,7 @@ class V1Switch:
             return jobs
         # 6. unicast (BMv2 marks the packet NORMAL again, even after resubmit/recirculate)
         sm.f_instance_type = InstanceType.NORMAL
-        jobs.append(EgressJob(spec, hdr, meta, sm, payload, original, passes, sm.f_priority,
-                              trunc))  # fmt: skip
+        jobs.append(EgressJob(spec, hdr, meta, sm, payload, original, passes, sm.f_priority, trunc))
         return jobs
 
     def _field_list(self, req: Any, meta: Any, sm: Any) -> tuple[Any, Any] | None:
@@ -320,8 +339,9 @@ class V1Switch:
         save_o, load_o = self.old_field_lists[idx]
         return load_o, save_o(meta, sm)
 
-    def _i2e_clones(self, req: tuple[str, int, Any], meta: Any, sm: Any,
-                    data: bytes) -> list[EgressJob]:  # fmt: skip
+    def _i2e_clones(
+        self, req: tuple[str, int, Any], meta: Any, sm: Any, data: bytes
+    ) -> list[EgressJob]:
         _, session, fl = req
         replicas = self.state.pre.clone_replicas(session)
         if not replicas:
@@ -353,9 +373,12 @@ class V1Switch:
 
     # -- one pass through egress -----------------------------------------------------------
 
-    def egress_pass(self, job: EgressJob, enq_info: tuple[int, int, int, int] | None = None,
-                    now: int | None = None,
-                    ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, Any]]]:  # fmt: skip
+    def egress_pass(
+        self,
+        job: EgressJob,
+        enq_info: tuple[int, int, int, int] | None = None,
+        now: int | None = None,
+    ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, Any]]]:
         """Run egress and the deparser.
 
         ``enq_info`` is (enq_timestamp, enq_qdepth, deq_timedelta, deq_qdepth) from the
@@ -370,8 +393,7 @@ class V1Switch:
         sm.f_egress_spec = 0
         sm.f_egress_global_timestamp = now & 0xFFFFFFFFFFFF
         if enq_info is not None:
-            (sm.f_enq_timestamp, sm.f_enq_qdepth, sm.f_deq_timedelta,
-             sm.f_deq_qdepth) = enq_info  # fmt: skip
+            (sm.f_enq_timestamp, sm.f_enq_qdepth, sm.f_deq_timedelta, sm.f_deq_qdepth) = enq_info
         rt.begin(sm.f_packet_length, now, sm, in_ingress=False)
         rt.payload = job.payload
         try:
@@ -437,7 +459,8 @@ class V1Switch:
             pending.extend(clones)
             for _port, rdata, saver in recircs:
                 # metadata reset: a recirculated packet arrives on port 0
-                pending.extend(self.ingress_pass(0, rdata, InstanceType.RECIRC, saver,
-                                                 job.passes + 1))  # fmt: skip
+                pending.extend(
+                    self.ingress_pass(0, rdata, InstanceType.RECIRC, saver, job.passes + 1)
+                )
         self.counters.sent += len(out)
         return out

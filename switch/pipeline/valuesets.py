@@ -26,8 +26,9 @@ class ValueSet:
         checked: list[Member] = []
         for m in members:
             if len(m) != len(self._widths):
-                raise invalid(f"value set '{self.name}' has {len(self._widths)} field(s), "
-                              f"member has {len(m)}")
+                raise invalid(
+                    f"value set '{self.name}' has {len(self._widths)} field(s), member has {len(m)}"
+                )
             fields = []
             for (value, mask), width, f in zip(m, self._widths, self.spec.fields):
                 what = f"value set '{self.name}' field '{f.name}'"
@@ -38,8 +39,10 @@ class ValueSet:
                 fields.append((v, k))
             checked.append(tuple(fields))
         if len(checked) > self.size:
-            raise StateError(Code.RESOURCE_EXHAUSTED,
-                             f"value set '{self.name}' holds at most {self.size} members")
+            raise StateError(
+                Code.RESOURCE_EXHAUSTED,
+                f"value set '{self.name}' holds at most {self.size} members",
+            )
         self.members = checked
 
     def contains(self, values: Sequence[int]) -> bool:

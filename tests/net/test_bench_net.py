@@ -20,8 +20,14 @@ pytestmark = [
 
 def test_builtin_forwarder_delivers_what_is_offered() -> None:
     before = set(list_netns())
-    res = run_benchmark("builtin-forwarder", rates=[5000], duration=1.0, latency_count=100,
-                        latency_pps=1000, ready_timeout=10)
+    res = run_benchmark(
+        "builtin-forwarder",
+        rates=[5000],
+        duration=1.0,
+        latency_count=100,
+        latency_pps=1000,
+        ready_timeout=10,
+    )
     assert set(list_netns()) <= before  # the topology is gone
     (tp,) = res.throughput
     assert tp.offered_pps == pytest.approx(5000, rel=0.1)
@@ -33,8 +39,23 @@ def test_builtin_forwarder_delivers_what_is_offered() -> None:
 
 def test_command_line_writes_csv(tmp_path: Path) -> None:
     out = tmp_path / "bench.csv"
-    assert main(["--switch-cmd", "builtin-forwarder --plain --no-tx-ring", "--rates", "2000",
-                 "--duration", "0.5", "--latency-count", "20", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--switch-cmd",
+                "builtin-forwarder --plain --no-tx-ring",
+                "--rates",
+                "2000",
+                "--duration",
+                "0.5",
+                "--latency-count",
+                "20",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = list(csv.DictReader(out.open()))
     assert [r["test"] for r in rows] == ["throughput", "latency"]
     assert float(rows[0]["delivered_pps"]) > 1000

@@ -99,16 +99,20 @@ class LiveFabric:
 
     def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """The real ``tf-ctl`` entry point, as a user runs it."""
-        return subprocess.run([sys.executable, "-m", "controller.cli", "--results",
-                               str(self.results), *argv], capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", "--results", str(self.results), *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def reader(self, switch: str) -> P4RuntimeClient:
         """A client for reads only (no stream, no arbitration), kept open."""
         if switch not in self.readers:
             sw = self.fabric.switch(switch)
-            c = P4RuntimeClient(self.addresses[switch], ClientOptions(sw.device_id,
-                                                                      connect_timeout_s=5))
+            c = P4RuntimeClient(
+                self.addresses[switch], ClientOptions(sw.device_id, connect_timeout_s=5)
+            )
             c.open()
             self.readers[switch] = c
         return self.readers[switch]
@@ -126,6 +130,7 @@ class LiveFabric:
 
     def open_sockets(self) -> None:
         for name, ns in self.hosts.items():
+
             def rx() -> socket.socket:
                 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
                 s.setsockopt(socket.SOL_UDP, UDP_NO_CHECK6_RX, 1)
@@ -141,8 +146,9 @@ class LiveFabric:
             self.receivers[name] = call_in_netns(ns.name, rx)
             self.senders[name] = call_in_netns(ns.name, tx)
 
-    def probe(self, flows: list[tuple[str, str, str, str]], repeats: int = 3,
-              wait_s: float = 0.6) -> set[str]:  # fmt: skip
+    def probe(
+        self, flows: list[tuple[str, str, str, str]], repeats: int = 3, wait_s: float = 0.6
+    ) -> set[str]:
         """Send each ``(src, dst, address, tag)`` ``repeats`` times; the tags that reached
         ``dst``."""
         for r in self.receivers.values():  # drop leftovers of earlier probes
@@ -175,14 +181,19 @@ class LiveFabric:
             for b in self.fabric.hosts:
                 if a is not b:
                     for p in self.fabric.paths(a.name, b.name, planes):
-                        flows.append((a.name, b.name, p.address,
-                                      f"{a.name}>{b.name}/p{p.plane}s{p.spine}"))  # fmt: skip
+                        flows.append(
+                            (a.name, b.name, p.address, f"{a.name}>{b.name}/p{p.plane}s{p.spine}")
+                        )
         return flows
 
     def baseline_flows(self) -> list[tuple[str, str, str, str]]:
-        return [(a.name, b.name, nic.baseline_address, f"{a.name}>{b.name}/base{nic.plane}")
-                for a in self.fabric.hosts for b in self.fabric.hosts if a is not b
-                for nic in b.nics]  # fmt: skip
+        return [
+            (a.name, b.name, nic.baseline_address, f"{a.name}>{b.name}/base{nic.plane}")
+            for a in self.fabric.hosts
+            for b in self.fabric.hosts
+            if a is not b
+            for nic in b.nics
+        ]
 
 
 def build_hosts(kit: NetKit, fabric: Fabric) -> tuple[dict[str, Netns], dict[tuple[str, int], str]]:
@@ -196,8 +207,13 @@ def build_hosts(kit: NetKit, fabric: Fabric) -> tuple[dict[str, Netns], dict[tup
             ns = hosts[host.name]
             nic = host.nics[link.plane]
             leaf = fabric.switch(nic.leaf)
-            pair = kit.veth(f"{leaf.name}e{nic.leaf_port}", f"{host.name}n{nic.plane}", ns_b=ns,
-                            switch_side=True, mac_b=nic.mac)  # fmt: skip
+            pair = kit.veth(
+                f"{leaf.name}e{nic.leaf_port}",
+                f"{host.name}n{nic.plane}",
+                ns_b=ns,
+                switch_side=True,
+                mac_b=nic.mac,
+            )
             ifnames[(leaf.name, nic.leaf_port)] = pair.a
             add_address(ns.name, pair.b, f"{nic.address}/128")
             add_address(ns.name, pair.b, f"{nic.baseline_address}/64")
@@ -205,8 +221,12 @@ def build_hosts(kit: NetKit, fabric: Fabric) -> tuple[dict[str, Netns], dict[tup
             for route in (f"fcbb:bb00:1{nic.plane:x}00::/40", f"2001:db8:{nic.plane:x}::/48"):
                 ns.run(["ip", "-6", "route", "add", route, "via", GATEWAY, "dev", pair.b])
         else:
-            pair = kit.veth(f"{link.a}e{link.a_port}", f"{link.b}e{link.b_port}",
-                            switch_side=True, host_ipv6=False)  # fmt: skip
+            pair = kit.veth(
+                f"{link.a}e{link.a_port}",
+                f"{link.b}e{link.b_port}",
+                switch_side=True,
+                host_ipv6=False,
+            )
             ifnames[(link.a, link.a_port)] = pair.a
             ifnames[(link.b, link.b_port)] = pair.b
     return hosts, ifnames
@@ -247,29 +267,64 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveFabric]:
             for sw in fabric.switches:
                 grpc, thrift = free_port(), free_port()
                 ports = [f"{p}@{ifnames[(sw.name, p)]}" for p in sorted(sw.ports)]
-                cmd = [sys.executable, "-m", "switch.daemon", *sum((["-i", x] for x in ports), []),
-                       "--device-id", str(sw.device_id), "--cpu-port", "255", "--thrift-port",
-                       str(thrift), "--queue-rate", QUEUE_RATE, "--queue-depth",
-                       str(SPEC.queue_depth), "--no-p4", "--", "--grpc-server-addr",
-                       f"127.0.0.1:{grpc}"]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "switch.daemon",
+                    *sum((["-i", x] for x in ports), []),
+                    "--device-id",
+                    str(sw.device_id),
+                    "--cpu-port",
+                    "255",
+                    "--thrift-port",
+                    str(thrift),
+                    "--queue-rate",
+                    QUEUE_RATE,
+                    "--queue-depth",
+                    str(SPEC.queue_depth),
+                    "--no-p4",
+                    "--",
+                    "--grpc-server-addr",
+                    f"127.0.0.1:{grpc}",
+                ]
                 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 procs.append(proc)
                 waits.append((grpc, proc))
                 addresses[sw.name] = f"127.0.0.1:{grpc}"
                 state_switches[sw.name] = {
-                    "pid": proc.pid, "grpc": addresses[sw.name], "thrift_port": thrift,
-                    "interfaces": {str(p): ifnames[(sw.name, p)] for p in sw.ports}}  # fmt: skip
+                    "pid": proc.pid,
+                    "grpc": addresses[sw.name],
+                    "thrift_port": thrift,
+                    "interfaces": {str(p): ifnames[(sw.name, p)] for p in sw.ports},
+                }
             sleepers = {name: sleeper_in(ns) for name, ns in hosts.items()}
             procs += sleepers.values()
             for grpc, proc in waits:
                 wait_listening(grpc, proc, 30)
-            state = {"topology": str(topology), "switches": state_switches,
-                     "hosts": {h: {"pid": p.pid} for h, p in sleepers.items()}}  # fmt: skip
+            state = {
+                "topology": str(topology),
+                "switches": state_switches,
+                "hosts": {h: {"pid": p.pid} for h, p in sleepers.items()},
+            }
             (results / "fabric" / "state.json").write_text(json.dumps(state, indent=1))
             serve = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "serve", "--topology", str(topology),
-                 "--p4info", str(p4info), "--config", str(config), "--results", str(results)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.cli",
+                    "serve",
+                    "--topology",
+                    str(topology),
+                    "--p4info",
+                    str(p4info),
+                    "--config",
+                    str(config),
+                    "--results",
+                    str(results),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
             procs.insert(0, serve)
             assert serve.stdout is not None
             line = serve.stdout.readline().decode()
@@ -310,7 +365,8 @@ def test_installed_routes_give_all_pairs_reachability(fab: LiveFabric) -> None:
 
 
 def test_fail_plane_removes_exactly_that_planes_paths_and_restore_brings_them_back(
-        fab: LiveFabric) -> None:  # fmt: skip
+    fab: LiveFabric,
+) -> None:
     paths = fab.path_flows()
     r = fab.cli("fail", "plane", "1")
     assert r.returncode == 0 and "plane 1 failed" in r.stdout, r.stderr
@@ -349,8 +405,11 @@ def test_loss_event_drops_traffic_and_expires_on_time(fab: LiveFabric) -> None:
     assert fab.probe(flows, repeats=3, wait_s=0.3) == set()
 
     def lossy() -> bool:
-        return any(isinstance(e, TableEntry) and e.table == fp.LOSS_INJECT
-                   for t in fab.tables(["p0l0"]).values() for e in t)  # fmt: skip
+        return any(
+            isinstance(e, TableEntry) and e.table == fp.LOSS_INJECT
+            for t in fab.tables(["p0l0"]).values()
+            for e in t
+        )
 
     assert lossy()
     while lossy() and time.monotonic() - t0 < 5:

@@ -36,18 +36,29 @@ def _no_fabric_running() -> None:
         pytest.skip("a fabric is already running on this machine (p0l0-eth1 exists)")
 
 
-def test_dblp_training_through_the_fabric_survives_a_burst_and_a_plane_failure(tmp_path: Path) -> None:
-    events = (JobEvent(BURST_ROUND, EventKind.BURST, 80.0), JobEvent(FAIL_ROUND, EventKind.FAIL_PLANE, 1))
+def test_dblp_training_through_the_fabric_survives_a_burst_and_a_plane_failure(
+    tmp_path: Path,
+) -> None:
+    events = (
+        JobEvent(BURST_ROUND, EventKind.BURST, 80.0),
+        JobEvent(FAIL_ROUND, EventKind.FAIL_PLANE, 1),
+    )
     results = {}
     with FabricSession(tmp_path, link_mbps=20, log=lambda s: None) as state:
         actions = ControllerActions(state, tmp_path)
         try:
             for policy in (LossPolicy.DBLP, LossPolicy.FIXED):
-                job = JobSpec(task="digits-mlp", rounds=ROUNDS, policy=policy, events=events,
-                              phase=PhaseConfig(check_every_rounds=4, eta=10.0),
-                              peer_timeout_s=30.0)  # fmt: skip
+                job = JobSpec(
+                    task="digits-mlp",
+                    rounds=ROUNDS,
+                    policy=policy,
+                    events=events,
+                    phase=PhaseConfig(check_every_rounds=4, eta=10.0),
+                    peer_timeout_s=30.0,
+                )
                 results[("digits-mlp", policy)] = run_fabric_job(
-                    job, state, tmp_path / policy.value, actions, timeout_s=400)  # fmt: skip
+                    job, state, tmp_path / policy.value, actions, timeout_s=400
+                )
         finally:
             actions.close()
     for (_, policy), res in results.items():
@@ -67,7 +78,13 @@ def test_dblp_training_through_the_fabric_survives_a_burst_and_a_plane_failure(t
     with (tmp_path / names.latency).open() as fh:
         lat = list(csv.DictReader(fh))
     assert len(lat) == 2 * ROUNDS
-    assert set(lat[0]) >= {"policy", "round", "burst_loss_pct", "latency_ms",
-                           "delivered_fraction", "loss_bound"}  # fmt: skip
+    assert set(lat[0]) >= {
+        "policy",
+        "round",
+        "burst_loss_pct",
+        "latency_ms",
+        "delivered_fraction",
+        "loss_bound",
+    }
     with (tmp_path / names.summary).open() as fh:
         assert {r["policy"] for r in csv.DictReader(fh)} == {"dblp", "fixed"}

@@ -35,8 +35,9 @@ def _no_fabric_running() -> None:
 
 
 def test_teardown_leaves_nothing(tmp_path: Path) -> None:
-    up = bring_up(build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)),
-                  _options(tmp_path))  # fmt: skip
+    up = bring_up(
+        build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)), _options(tmp_path)
+    )
     state = json.loads(up.net.state_path.read_text())
     assert up.verified
     up.stop()
@@ -46,8 +47,12 @@ def test_teardown_leaves_nothing(tmp_path: Path) -> None:
 
 
 def _tf_topo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topologies.emulation.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "topologies.emulation.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_background_fabric_up_check_down(tmp_path: Path) -> None:
@@ -68,8 +73,20 @@ def test_background_fabric_up_check_down(tmp_path: Path) -> None:
 
 
 def test_clean_after_the_fabric_process_was_killed(tmp_path: Path) -> None:
-    up = _tf_topo("up", "--detach", "--results", str(tmp_path), "--planes", "1", "--leaves", "2",
-                  "--spines", "1", "--hosts", "1")  # fmt: skip
+    up = _tf_topo(
+        "up",
+        "--detach",
+        "--results",
+        str(tmp_path),
+        "--planes",
+        "1",
+        "--leaves",
+        "2",
+        "--spines",
+        "1",
+        "--hosts",
+        "1",
+    )
     assert up.returncode == 0, up.stdout + up.stderr
     state = json.loads((tmp_path / "fabric" / "state.json").read_text())
     os.kill(state["runner_pid"], signal.SIGKILL)  # a crash: no teardown ran
@@ -96,19 +113,28 @@ def _stand_in_bmv2(bindir: Path) -> None:
         path.chmod(0o755)
 
 
-def test_bmv2_target_command_lines_work_with_a_stand_in(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_bmv2_target_command_lines_work_with_a_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _stand_in_bmv2(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     opts = _options(tmp_path)
-    opts = FabricNetOptions(switch=replace(opts.switch, target="bmv2", link_mbps=12),
-                            results_dir=opts.results_dir, build_dir=str(tmp_path / "build"))  # fmt: skip
+    opts = FabricNetOptions(
+        switch=replace(opts.switch, target="bmv2", link_mbps=12),
+        results_dir=opts.results_dir,
+        build_dir=str(tmp_path / "build"),
+    )
     up = bring_up(build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)), opts)
     try:
         assert up.verified, up.results
         assert (tmp_path / "build" / "bmv2" / "fabric.json").exists()
-        show = subprocess.run(["simple_switch_CLI", "--thrift-port", "9091"], input="show_queues\n",
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        show = subprocess.run(
+            ["simple_switch_CLI", "--thrift-port", "9091"],
+            input="show_queues\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert " 1000 pps" in show.stdout  # 12 Mbit/s in 1,500-byte packets, set over the CLI
     finally:
         state = json.loads(up.net.state_path.read_text())

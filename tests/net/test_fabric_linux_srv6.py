@@ -45,8 +45,9 @@ def carrier(*usids: int) -> str:
     return str(ipaddress.IPv6Address(value << (16 * (6 - len(usids)))))
 
 
-def frame(dst: str, seq: int, *, hlim: int = 64,
-          srh: IPv6ExtHdrSegmentRouting | None = None) -> bytes:  # fmt: skip
+def frame(
+    dst: str, seq: int, *, hlim: int = 64, srh: IPv6ExtHdrSegmentRouting | None = None
+) -> bytes:
     pkt = Ether(dst=IN_B, src=IN_A) / IPv6(src=carrier(0x8010), dst=dst, hlim=hlim, fl=seq)
     if srh is not None:
         pkt = pkt / srh
@@ -59,17 +60,20 @@ def cases() -> list[tuple[str, bytes]]:
     seq = 0
     for n in range(2, 7):  # my uSID followed by 1..5 others
         for _ in range(3):
-            usids = [MY_USID] + [rng.choice((0x2000, 0x1000, 0x8000)) | rng.getrandbits(8)
-                                 for _ in range(n - 1)]  # fmt: skip
+            usids = [MY_USID] + [
+                rng.choice((0x2000, 0x1000, 0x8000)) | rng.getrandbits(8) for _ in range(n - 1)
+            ]
             out.append((f"carrier-{n}", frame(carrier(*usids), seq)))
             seq += 1
     # argument empty: End on the SRH loads the next carrier (SL 1 -> 0)
-    srh = IPv6ExtHdrSegmentRouting(nh=17, addresses=[carrier(0x2002, 0x1002, 0x8021),
-                                                     carrier(MY_USID)], segleft=1)  # fmt: skip
+    srh = IPv6ExtHdrSegmentRouting(
+        nh=17, addresses=[carrier(0x2002, 0x1002, 0x8021), carrier(MY_USID)], segleft=1
+    )
     out.append(("end-srh", frame(carrier(MY_USID), seq, srh=srh)))
     seq += 1
-    srh3 = IPv6ExtHdrSegmentRouting(nh=17, addresses=[carrier(0x8021), carrier(0x2001, 0x1002),
-                                                      carrier(MY_USID)], segleft=2)  # fmt: skip
+    srh3 = IPv6ExtHdrSegmentRouting(
+        nh=17, addresses=[carrier(0x8021), carrier(0x2001, 0x1002), carrier(MY_USID)], segleft=2
+    )
     out.append(("end-srh-3", frame(carrier(MY_USID), seq, srh=srh3)))
     seq += 1
     out.append(("hop-limit-1", frame(carrier(MY_USID, 0x2001, 0x1002), seq, hlim=1)))
@@ -78,11 +82,14 @@ def cases() -> list[tuple[str, bytes]]:
 
 def through_the_program(frames: list[bytes]) -> list[bytes | None]:
     sw = V1Switch(load_program(P4))
-    sw.state.table("my_sid").insert(TableEntry((((BLOCK << 96) | (MY_USID << 80), 48),),
-                                               action=ActionCall("FabricIngress.usid_un")))  # fmt: skip
-    sw.state.table("routes").insert(TableEntry(((BLOCK << 96, 32),),
-                                               action=ActionCall("FabricIngress.set_egress_port",
-                                                                 (2,))))  # fmt: skip
+    sw.state.table("my_sid").insert(
+        TableEntry(
+            (((BLOCK << 96) | (MY_USID << 80), 48),), action=ActionCall("FabricIngress.usid_un")
+        )
+    )
+    sw.state.table("routes").insert(
+        TableEntry(((BLOCK << 96, 32),), action=ActionCall("FabricIngress.set_egress_port", (2,)))
+    )
     out: list[bytes | None] = []
     for f in frames:
         sent = sw.process(1, f)
@@ -95,18 +102,52 @@ def through_linux(kit: NetKit, frames: list[bytes]) -> list[bytes | None]:
     r = kit.netns("r")
     pin = kit.veth("in", "rin", ns_b=r, switch_side=True, mac_a=IN_A, mac_b=IN_B)
     pout = kit.veth("out", "rout", ns_b=r, switch_side=True, mac_a=OUT_A, mac_b=OUT_B)
-    for key in ("net.ipv6.conf.all.forwarding", "net.ipv6.conf.all.seg6_enabled",
-                f"net.ipv6.conf.{pin.b}.seg6_enabled"):  # fmt: skip
+    for key in (
+        "net.ipv6.conf.all.forwarding",
+        "net.ipv6.conf.all.seg6_enabled",
+        f"net.ipv6.conf.{pin.b}.seg6_enabled",
+    ):
         write_sysctl(r.name, key, 1)
     try:
-        r.run(["ip", "-6", "route", "add", f"{carrier(MY_USID)}/48", "encap", "seg6local",
-               "action", "End", "flavors", "next-csid", "lblen", "32", "nflen", "16",
-               "dev", pin.b])  # fmt: skip
+        r.run(
+            [
+                "ip",
+                "-6",
+                "route",
+                "add",
+                f"{carrier(MY_USID)}/48",
+                "encap",
+                "seg6local",
+                "action",
+                "End",
+                "flavors",
+                "next-csid",
+                "lblen",
+                "32",
+                "nflen",
+                "16",
+                "dev",
+                pin.b,
+            ]
+        )
     except NetnsError as exc:
         pytest.skip(f"this kernel or iproute2 has no SRv6 NEXT-C-SID End: {exc}")
     r.run(["ip", "-6", "route", "add", f"{carrier()}/32", "via", "fe80::2", "dev", pout.b])
-    r.run(["ip", "-6", "neigh", "replace", "fe80::2", "lladdr", OUT_A, "dev", pout.b,
-           "nud", "permanent"])  # fmt: skip
+    r.run(
+        [
+            "ip",
+            "-6",
+            "neigh",
+            "replace",
+            "fe80::2",
+            "lladdr",
+            OUT_A,
+            "dev",
+            pout.b,
+            "nud",
+            "permanent",
+        ]
+    )
     tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     try:
@@ -124,7 +165,7 @@ def through_linux(kit: NetKit, frames: list[bytes]) -> list[bytes | None]:
                 continue
             at = data.find(MARK)
             if at >= 0 and data[12:14] == b"\x86\xdd" and data[20] != 58:  # not ICMPv6 errors
-                got[int.from_bytes(data[at + len(MARK): at + len(MARK) + 2], "big")] = data
+                got[int.from_bytes(data[at + len(MARK) : at + len(MARK) + 2], "big")] = data
         return [got.get(i) for i in range(len(frames))]
     finally:
         tx.close()
@@ -140,6 +181,10 @@ def test_un_rewrites_like_linux_next_csid_end(netkit: NetKit) -> None:
             assert a is None and b is None, name  # neither forwards (Linux sends time exceeded)
             continue
         assert a is not None and b is not None, name
-        assert b[14:] == a[14:], (name, Ether(sent)[IPv6].dst, Ether(a)[IPv6].dst,
-                                  Ether(b)[IPv6].dst)  # fmt: skip
+        assert b[14:] == a[14:], (
+            name,
+            Ether(sent)[IPv6].dst,
+            Ether(a)[IPv6].dst,
+            Ether(b)[IPv6].dst,
+        )
         assert Ether(a)[IPv6].dst != Ether(sent)[IPv6].dst, name

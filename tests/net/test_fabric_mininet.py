@@ -40,8 +40,9 @@ def _no_fabric_running() -> None:
 
 
 def _options(results: Path) -> FabricNetOptions:
-    return FabricNetOptions(switch=SwitchOptions(log_dir=str(results / "fabric" / "logs")),
-                            results_dir=str(results))  # fmt: skip
+    return FabricNetOptions(
+        switch=SwitchOptions(log_dir=str(results / "fabric" / "logs")), results_dir=str(results)
+    )
 
 
 def assert_nothing_left(state: dict[str, Any]) -> None:
@@ -56,8 +57,7 @@ def assert_nothing_left(state: dict[str, Any]) -> None:
         time.sleep(0.05)
     for pid in [s["pid"] for s in state["switches"].values()]:
         assert not Path(f"/proc/{pid}").exists()
-    assert not [p for p in cleanup.stray_switch_processes()
-                if p in cleanup.state_processes(state)]  # fmt: skip
+    assert not [p for p in cleanup.stray_switch_processes() if p in cleanup.state_processes(state)]
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +114,10 @@ def test_failing_a_plane_fails_exactly_its_paths(fabric_up: BringUp) -> None:
 
 def test_some_pairs_on_one_plane(fabric_up: BringUp) -> None:
     results = fabric_up.net.check(pairs=[("h1", "h4"), ("h4", "h1")], planes={0})
-    assert [(r.src, r.plane, r.spine) for r in results] == [("h1", 0, 0), ("h1", 0, 1),
-                                                             ("h4", 0, 0), ("h4", 0, 1)]  # fmt: skip
+    assert [(r.src, r.plane, r.spine) for r in results] == [
+        ("h1", 0, 0),
+        ("h1", 0, 1),
+        ("h4", 0, 0),
+        ("h4", 0, 1),
+    ]
     assert all(r.ok for r in results)

@@ -78,8 +78,11 @@ def test_mrc_delivers_every_message_across_a_plane_failure(fabric: tuple[BringUp
     assert sum(1 for t in delivered if t > t_fail + 0.3) > 5, "delivery did not go on"
     events = _read(out / "h1_events.csv")
     plane_of = {r["ev"]: r["plane"] for r in _read(out / "h1_samples.csv")}
-    marked = {e["ev"] for e in events if e["kind"] == "ev_state"
-              and "->assumed_bad" in e["detail"] and float(e["t_s"]) >= t_fail}  # fmt: skip
+    marked = {
+        e["ev"]
+        for e in events
+        if e["kind"] == "ev_state" and "->assumed_bad" in e["detail"] and float(e["t_s"]) >= t_fail
+    }
     # the failed plane's EV is marked; one of plane 0 may be too, briefly, when the plane that
     # is left overflows a queue (a loss is a loss)
     assert any(plane_of[ev] == "1" for ev in marked), (marked, plane_of)

@@ -31,23 +31,41 @@ def test_mrc_over_two_plane_nics_survives_a_plane_link_going_down(netkit: NetKit
         for nic in host.nics:
             dev = ifs[(host.name, nic.plane)]
             add_address(str(ns[host.name]), dev, nic.address + "/128")
-            run_in_netns(str(ns[host.name]), ["ip", "-6", "route", "add", "fcbb:bb00::/32",
-                                              "dev", dev, "metric", str(100 + nic.plane)])  # fmt: skip
+            run_in_netns(
+                str(ns[host.name]),
+                [
+                    "ip",
+                    "-6",
+                    "route",
+                    "add",
+                    "fcbb:bb00::/32",
+                    "dev",
+                    dev,
+                    "metric",
+                    str(100 + nic.plane),
+                ],
+            )
 
     def nics(host: str) -> list[LocalNic]:
-        return [LocalNic(n.plane, n.address, MRC_UDP_PORT, ifs[(host, n.plane)])
-                for n in fab.host(host).nics]  # fmt: skip
+        return [
+            LocalNic(n.plane, n.address, MRC_UDP_PORT, ifs[(host, n.plane)])
+            for n in fab.host(host).nics
+        ]
 
     def evs(src: str, dst: str) -> tuple[Ev, ...]:  # the peer NIC's own address per plane
         a, b = fab.host(src), fab.host(dst)
-        return tuple(Ev(p, p, 0, (b.nics[p].address, MRC_UDP_PORT), a.nics[p].address,
-                        ifs[(src, p)]) for p in range(2))  # fmt: skip
+        return tuple(
+            Ev(p, p, 0, (b.nics[p].address, MRC_UDP_PORT), a.nics[p].address, ifs[(src, p)])
+            for p in range(2)
+        )
 
     net1 = call_in_netns(str(ns["h1"]), lambda: UdpNetwork(nics("h1"), ecn=True))
     net2 = call_in_netns(str(ns["h2"]), lambda: UdpNetwork(nics("h2"), ecn=True))
     cfg = fabric_config(rto_min_ms=20)
-    with Endpoint(net1, 0, RouteTable({1: evs("h1", "h2")}), cfg) as a, \
-            Endpoint(net2, 1, RouteTable({0: evs("h2", "h1")}), cfg) as b:  # fmt: skip
+    with (
+        Endpoint(net1, 0, RouteTable({1: evs("h1", "h2")}), cfg) as a,
+        Endpoint(net2, 1, RouteTable({0: evs("h2", "h1")}), cfg) as b,
+    ):
         conn = a.connect(1)
         msgs = [os.urandom(30_000) for _ in range(60)]
         handles = [conn.send(m) for m in msgs[:30]]

@@ -81,11 +81,15 @@ def test_cleanup_stale_removes_only_dead_owners(netkit: NetKit) -> None:
     stale_if = netkit.ifname("old")
     foreign_if = netkit.ifname("frn")
     subprocess.run(["ip", "netns", "add", stale_ns], check=True)
-    subprocess.run(["ip", "link", "add", stale_if, "type", "veth", "peer", "name",
-                    netkit.ifname("oldp")], check=True)
+    subprocess.run(
+        ["ip", "link", "add", stale_if, "type", "veth", "peer", "name", netkit.ifname("oldp")],
+        check=True,
+    )
     subprocess.run(["ip", "link", "set", stale_if, "alias", f"tailfabric pid={dead}"], check=True)
-    subprocess.run(["ip", "link", "add", foreign_if, "type", "veth", "peer", "name",
-                    netkit.ifname("frnp")], check=True)  # no owner mark
+    subprocess.run(
+        ["ip", "link", "add", foreign_if, "type", "veth", "peer", "name", netkit.ifname("frnp")],
+        check=True,
+    )  # no owner mark
     try:
         live = netkit.netns("live")
         live_pair = netkit.veth("lv", "lw", ns_b=live)
@@ -113,8 +117,13 @@ def test_sigterm_still_cleans_up(tmp_path: Path) -> None:
         "    time.sleep(60)\n"
     )
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert proc.stdout is not None
     ns_name, link = proc.stdout.readline().split()
     assert ns_name in list_netns() and link in _links()

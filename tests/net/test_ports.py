@@ -58,21 +58,34 @@ class Rig:
     """One switch port (root namespace) wired to one host port in a namespace."""
 
     def __init__(
-        self, kit: NetKit, n_ports: int = 1, host_ipv6: bool = False, host_offloads: bool = False,
+        self,
+        kit: NetKit,
+        n_ports: int = 1,
+        host_ipv6: bool = False,
+        host_offloads: bool = False,
         **options: object,
     ) -> None:
         self.ns = kit.netns("h")
         self.pairs = [
-            kit.veth(f"s{i}", f"h{i}", ns_b=self.ns, switch_side=True, host_ipv6=host_ipv6,
-                     offloads=host_offloads,
-                     mac_a=SW_MAC[:-1] + str(i), mac_b=HOST_MAC[:-1] + str(i))
+            kit.veth(
+                f"s{i}",
+                f"h{i}",
+                ns_b=self.ns,
+                switch_side=True,
+                host_ipv6=host_ipv6,
+                offloads=host_offloads,
+                mac_a=SW_MAC[:-1] + str(i),
+                mac_b=HOST_MAC[:-1] + str(i),
+            )
             for i in range(1, n_ports + 1)
         ]
         self.ports = PortSet(**options)
         for i, pair in enumerate(self.pairs, start=1):
             self.ports.add(i, pair.a)
-        self.hosts = [Port(90 + i, p.b, netns=self.ns.name, ring=False)
-                      for i, p in enumerate(self.pairs, start=1)]
+        self.hosts = [
+            Port(90 + i, p.b, netns=self.ns.name, ring=False)
+            for i, p in enumerate(self.pairs, start=1)
+        ]
 
     def close(self) -> None:
         self.ports.close()
@@ -134,8 +147,13 @@ def test_bad_frames_are_counted_not_raised(rig: Rig) -> None:
 
 
 def test_vlan_tag_is_put_back(rig: Rig) -> None:
-    tagged = bytes(Ether(dst=SW_MAC, src=HOST_MAC) / Dot1Q(vlan=42, prio=5) / IPv6(
-        src="2001:db8::1", dst="2001:db8::2") / UDP(sport=1, dport=2) / (b"v" * 20))
+    tagged = bytes(
+        Ether(dst=SW_MAC, src=HOST_MAC)
+        / Dot1Q(vlan=42, prio=5)
+        / IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / UDP(sport=1, dport=2)
+        / (b"v" * 20)
+    )
     rig.hosts[0].send(tagged)
     got: list[bytes] = []
     deadline = time.monotonic() + 2
@@ -242,8 +260,12 @@ def test_pcap_of_port_traffic(rig: Rig, tmp_path: Path) -> None:
     assert [bytes(p) for p in rdpcap(str(in_path))] == frames
     assert [bytes(p) for p in rdpcap(str(out_path))] == frames
     if shutil.which("tcpdump"):
-        out = subprocess.run(["tcpdump", "-nn", "-e", "-r", str(out_path)], capture_output=True,
-                             text=True, check=True).stdout.splitlines()
+        out = subprocess.run(
+            ["tcpdump", "-nn", "-e", "-r", str(out_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
         out = [line for line in out if not line.startswith("\t")]  # hex dumps of unknown types
         assert len(out) == 20 and "ethertype Unknown (0x88b5)" in out[0]
 

@@ -82,27 +82,75 @@ def test_tf_switch_forwards_with_a_pipeline_pushed_over_p4runtime(
     p1 = netkit.veth("s1p1", "h1e", ns_b=h1, switch_side=True, mac_b="02:00:00:00:00:11")
     p2 = netkit.veth("s1p2", "h2e", ns_b=h2, switch_side=True, mac_b="02:00:00:00:00:22")
     config, p4info = tmp_path / "router.tfp4.json", tmp_path / "router.p4info.txtpb"
-    subprocess.run([sys.executable, "-m", "switch.cli", "compile", str(PROGRAM), "-o", str(config),
-                    "--p4info", str(p4info)], check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "switch.cli",
+            "compile",
+            str(PROGRAM),
+            "-o",
+            str(config),
+            "--p4info",
+            str(p4info),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     grpc_port, cli_port = free_port(), free_port()
     pcap_dir = tmp_path / "pcap"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "switch.daemon", "-i", f"1@{p1.a}", "-i", f"2@{p2.a}",
-         "--device-id", "1", "--cpu-port", "255", "--pcap", str(pcap_dir), "--no-p4",
-         "--thrift-port", str(cli_port), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "switch.daemon",
+            "-i",
+            f"1@{p1.a}",
+            "-i",
+            f"2@{p2.a}",
+            "--device-id",
+            "1",
+            "--cpu-port",
+            "255",
+            "--pcap",
+            str(pcap_dir),
+            "--no-p4",
+            "--thrift-port",
+            str(cli_port),
+            "--",
+            "--grpc-server-addr",
+            f"127.0.0.1:{grpc_port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         ready_s = wait_listening(grpc_port, proc, timeout=10)
         print(f"tf-switch ready after {ready_s:.2f} s")
-        r = subprocess.run([sys.executable, "-c", SHELL_SCRIPT, f"127.0.0.1:{grpc_port}",
-                            str(p4info), str(config), H2_ADDR], capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                SHELL_SCRIPT,
+                f"127.0.0.1:{grpc_port}",
+                str(p4info),
+                str(config),
+                H2_ADDR,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         assert "entries 1" in r.stdout
 
-        frame = bytes(Ether(src="02:00:00:00:00:11", dst="02:00:00:00:00:aa")
-                      / IPv6(src="2001:db8:1::1", dst=H2_ADDR, hlim=64)
-                      / UDP(sport=1234, dport=5678) / b"hello through tf-switch")  # fmt: skip
+        frame = bytes(
+            Ether(src="02:00:00:00:00:11", dst="02:00:00:00:00:aa")
+            / IPv6(src="2001:db8:1::1", dst=H2_ADDR, hlim=64)
+            / UDP(sport=1234, dport=5678)
+            / b"hello through tf-switch"
+        )
         rx = call_in_netns(h2.name, lambda: raw_socket(p2.b))
         tx = call_in_netns(h1.name, lambda: raw_socket(p1.b))
         try:
@@ -128,13 +176,35 @@ def test_tf_switch_forwards_with_a_pipeline_pushed_over_p4runtime(
         assert got[IPv6].hlim == 63
         assert bytes(got[UDP].payload) == b"hello through tf-switch"
 
-        cli = subprocess.run([sys.executable, "-m", "switch.device.control", "--thrift-port",
-                              str(cli_port), "table_num_entries", "ipv6_lpm"],
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "switch.device.control",
+                "--thrift-port",
+                str(cli_port),
+                "table_num_entries",
+                "ipv6_lpm",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert cli.returncode == 0 and cli.stdout.strip() == "1", cli.stderr
-        bad = subprocess.run([sys.executable, "-m", "switch.device.control", "--thrift-port",
-                              str(cli_port), "set_queue_rat", "5"],
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "switch.device.control",
+                "--thrift-port",
+                str(cli_port),
+                "set_queue_rat",
+                "5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert bad.returncode == 1 and "did you mean 'set_queue_rate'" in bad.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -151,17 +221,45 @@ def test_tf_switch_forwards_with_a_pipeline_pushed_over_p4runtime(
 
 
 def test_tf_switch_rejects_bad_usage_with_a_clear_message() -> None:
-    r = subprocess.run([sys.executable, "-m", "switch.daemon", "-i", "x@eth0", "--no-p4"],
-                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "switch.daemon", "-i", "x@eth0", "--no-p4"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 2
     assert "bad interface 'x@eth0'" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-m", "switch.daemon", "-i", "1@tfnosuchif0", "--no-p4",
-                        "--", "--grpc-server-addr", f"127.0.0.1:{free_port()}"],
-                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "switch.daemon",
+            "-i",
+            "1@tfnosuchif0",
+            "--no-p4",
+            "--",
+            "--grpc-server-addr",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 1 and "tfnosuchif0" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-m", "switch.daemon", str(ROOT / "tests" / "p4err" /
-                        "unknown_field.p4"), "--", "--grpc-server-addr",
-                        f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "switch.daemon",
+            str(ROOT / "tests" / "p4err" / "unknown_field.p4"),
+            "--",
+            "--grpc-server-addr",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "unknown_field.p4:" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -169,9 +267,21 @@ def test_tf_switch_rejects_bad_usage_with_a_clear_message() -> None:
 def test_tf_switch_starts_serving_quickly(tmp_path: Path) -> None:
     """Ready to serve (gRPC listening) in about a second with --no-p4; generous bound here."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "switch.daemon", "--no-p4", "--thrift-port",
-                             str(free_port()), "--", "--grpc-server-addr", f"127.0.0.1:{port}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "switch.daemon",
+            "--no-p4",
+            "--thrift-port",
+            str(free_port()),
+            "--",
+            "--grpc-server-addr",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         ready = wait_listening(port, proc, timeout=10)
     finally:

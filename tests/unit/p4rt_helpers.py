@@ -98,8 +98,9 @@ class StreamClient:
     def send(self, msg: p4runtime_pb2.StreamMessageRequest) -> None:
         self._out.put(msg)
 
-    def arbitrate(self, election: int | None = 1, role: str | None = None,
-                  device_id: int = DEVICE_ID) -> p4runtime_pb2.MasterArbitrationUpdate:  # fmt: skip
+    def arbitrate(
+        self, election: int | None = 1, role: str | None = None, device_id: int = DEVICE_ID
+    ) -> p4runtime_pb2.MasterArbitrationUpdate:
         req = p4runtime_pb2.StreamMessageRequest()
         req.arbitration.device_id = device_id
         if election is not None:
@@ -198,9 +199,14 @@ class Harness:
         assert upd.status.code == 0, upd
         return s
 
-    def set_pipeline(self, election: int = 1, action: int = 3,
-                     p4info: p4info_pb2.P4Info | None = None, config: bytes | None = None,
-                     cookie: int | None = None) -> None:  # fmt: skip
+    def set_pipeline(
+        self,
+        election: int = 1,
+        action: int = 3,
+        p4info: p4info_pb2.P4Info | None = None,
+        config: bytes | None = None,
+        cookie: int | None = None,
+    ) -> None:
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=DEVICE_ID, action=action)
         req.election_id.CopyFrom(uint128(election))
         req.config.p4info.CopyFrom(p4info if p4info is not None else full_p4info())
@@ -225,8 +231,13 @@ class Harness:
 
 
 @contextlib.contextmanager
-def running(cpu_port: int | None = CPU_PORT, *, pipeline: bool = True,
-            primary: bool = True, digest_poll_s: float = 0.002) -> Iterator[Harness]:  # fmt: skip
+def running(
+    cpu_port: int | None = CPU_PORT,
+    *,
+    pipeline: bool = True,
+    primary: bool = True,
+    digest_poll_s: float = 0.002,
+) -> Iterator[Harness]:
     """A started server for a fresh device; by default with a primary stream and the test
     program committed."""
     device = Device(DEVICE_ID, cpu_port=cpu_port)
@@ -252,20 +263,35 @@ MODIFY = p4runtime_pb2.Update.MODIFY
 DELETE = p4runtime_pb2.Update.DELETE
 
 
-def exact_entry(kind: int, action: str = "MyIngress.set_out", *args: int,
-                table: str = "MyIngress.t_exact") -> p4runtime_pb2.TableEntry:  # fmt: skip
+def exact_entry(
+    kind: int, action: str = "MyIngress.set_out", *args: int, table: str = "MyIngress.t_exact"
+) -> p4runtime_pb2.TableEntry:
     """An entry of a table keyed on ``hdr.h.kind`` alone."""
     te = p4runtime_pb2.TableEntry(table_id=tid(table))
     te.match.add(field_id=1, exact=p4runtime_pb2.FieldMatch.Exact(value=bytes([kind])))
     te.action.action.action_id = aid(action)
     for i, a in enumerate(args, start=1):
-        te.action.action.params.add(param_id=i, value=a.to_bytes(max(1, (a.bit_length() + 7) // 8),
-                                                                 "big"))
+        te.action.action.params.add(
+            param_id=i, value=a.to_bytes(max(1, (a.bit_length() + 7) // 8), "big")
+        )
     return te
 
 
-def packet(kind: int = 0, dst: int = 0, tport: int = 0, rport: int = 0, opt: int = 0,
-           out: int = 0, payload: bytes = b"") -> bytes:  # fmt: skip
+def packet(
+    kind: int = 0,
+    dst: int = 0,
+    tport: int = 0,
+    rport: int = 0,
+    opt: int = 0,
+    out: int = 0,
+    payload: bytes = b"",
+) -> bytes:
     """A frame of the test program's ``h_t`` header."""
-    return (bytes([kind]) + dst.to_bytes(4, "big") + tport.to_bytes(2, "big")
-            + rport.to_bytes(2, "big") + bytes([opt, out]) + payload)  # fmt: skip
+    return (
+        bytes([kind])
+        + dst.to_bytes(4, "big")
+        + tport.to_bytes(2, "big")
+        + rport.to_bytes(2, "big")
+        + bytes([opt, out])
+        + payload
+    )

@@ -51,8 +51,12 @@ def test_rates_and_percentiles() -> None:
 
 
 def test_csv_rows() -> None:
-    res = BenchResult("x", 126, [ThroughputResult("top", 1000.0, 900.0, 1001.0, 8.0)],
-                      LatencyResult(1000, 10, 0, 20.0, 30.0, 21.0, 40.0))
+    res = BenchResult(
+        "x",
+        126,
+        [ThroughputResult("top", 1000.0, 900.0, 1001.0, 8.0)],
+        LatencyResult(1000, 10, 0, 20.0, 30.0, 21.0, 40.0),
+    )
     rows = res.rows()
     assert rows[0]["delivery_ratio"] == 0.9 and rows[0]["test"] == "throughput"
     assert rows[1]["p99_us"] == 30.0 and rows[1]["test"] == "latency"

@@ -49,22 +49,47 @@ def wait_listening(port: int, timeout_s: float = 20) -> None:
 
 def test_controller_pushes_and_installs_on_simple_switch_grpc(tmp_path: Path) -> None:
     p4info, bmv2_json = tmp_path / "fabric.p4info.txtpb", tmp_path / "fabric.json"
-    subprocess.run([str(P4C), "--p4runtime-files", str(p4info), "-o", str(bmv2_json),
-                    str(ROOT / "p4" / "fabric.p4")], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            str(P4C),
+            "--p4runtime-files",
+            str(p4info),
+            "-o",
+            str(bmv2_json),
+            str(ROOT / "p4" / "fabric.p4"),
+        ],
+        check=True,
+        timeout=300,
+    )
     fabric = build_fabric(FabricSpec(planes=1, leaves=1, spines=1, hosts_per_leaf=1))
     procs, addresses = [], {}
     try:
         for sw in fabric.switches:
             grpc = free_port()
-            procs.append(subprocess.Popen(
-                [str(SIMPLE_SWITCH_GRPC), "--no-p4", "--device-id", str(sw.device_id),
-                 "--thrift-port", str(free_port()), "--", "--cpu-port", "255",
-                 "--grpc-server-addr", f"127.0.0.1:{grpc}"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(SIMPLE_SWITCH_GRPC),
+                        "--no-p4",
+                        "--device-id",
+                        str(sw.device_id),
+                        "--thrift-port",
+                        str(free_port()),
+                        "--",
+                        "--cpu-port",
+                        "255",
+                        "--grpc-server-addr",
+                        f"127.0.0.1:{grpc}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             addresses[sw.name] = f"127.0.0.1:{grpc}"
             wait_listening(grpc)
-        with FabricController(fabric, p4info, bmv2_json, results_dir=tmp_path,
-                              addresses=addresses) as ctl:  # fmt: skip
+        with FabricController(
+            fabric, p4info, bmv2_json, results_dir=tmp_path, addresses=addresses
+        ) as ctl:
             ctl.connect()
             ctl.push_pipeline()
             result = ctl.install_routes()

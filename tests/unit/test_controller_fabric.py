@@ -76,12 +76,18 @@ def fabric() -> Fabric:
 
 
 @pytest.fixture(scope="module")
-def live(fabric: Fabric, pipeline_files: tuple[Path, Path],
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[FabricController]:  # fmt: skip
+def live(
+    fabric: Fabric, pipeline_files: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FabricController]:
     results = tmp_path_factory.mktemp("results")
     with switches(fabric) as addresses:
-        ctl = FabricController(fabric, *pipeline_files, results_dir=results, addresses=addresses,
-                               config=ControllerConfig(telemetry_flush_s=0.1))  # fmt: skip
+        ctl = FabricController(
+            fabric,
+            *pipeline_files,
+            results_dir=results,
+            addresses=addresses,
+            config=ControllerConfig(telemetry_flush_s=0.1),
+        )
         with ctl:
             ctl.connect()
             ctl.push_pipeline()
@@ -103,9 +109,12 @@ def snapshot(ctl: FabricController) -> dict[str, dict]:  # type: ignore[type-arg
 
 
 def port_state(ctl: FabricController) -> set[tuple[str, int]]:
-    return {(n, e.match[0].value) for n, s in ctl.sessions.items()  # type: ignore[union-attr]
-            for e in s.read_installed().values()
-            if isinstance(e, TableEntry) and e.table == fp.PORT_STATE}  # fmt: skip
+    return {
+        (n, e.match[0].value)
+        for n, s in ctl.sessions.items()  # type: ignore[union-attr]
+        for e in s.read_installed().values()
+        if isinstance(e, TableEntry) and e.table == fp.PORT_STATE
+    }
 
 
 def test_installed_routes_read_back_as_computed_and_give_all_paths(ctl: FabricController) -> None:
@@ -130,7 +139,11 @@ def test_fail_plane_marks_exactly_its_ports_and_restore_clears_them(ctl: FabricC
     assert "nothing to do" in ctl.run_command(["fail", "plane", "1"])
     routes = json.loads(ctl.run_command(["routes", "h1", "h4", "--json"]))
     assert [(r["plane"], r["state"]) for r in routes["rows"]] == [
-        (0, "up"), (0, "up"), (1, "down"), (1, "down")]
+        (0, "up"),
+        (0, "up"),
+        (1, "down"),
+        (1, "down"),
+    ]
     assert "port down at p1l0" in routes["rows"][2]["detail"]
     assert "restored" in ctl.run_command(["restore", "plane", "1"])
     assert port_state(ctl) == set()
@@ -141,8 +154,14 @@ def test_fail_plane_marks_exactly_its_ports_and_restore_clears_them(ctl: FabricC
 def test_fail_link_and_switch_then_routes_summary(ctl: FabricController) -> None:
     ctl.run_command(["fail", "link", "p0s1", "p0l0"])
     ctl.run_command(["fail", "switch", "p1s0"])
-    assert port_state(ctl) == {("p0l0", 4), ("p0s1", 1), ("p1s0", 1), ("p1s0", 2),
-                               ("p1l0", 3), ("p1l1", 3)}  # fmt: skip
+    assert port_state(ctl) == {
+        ("p0l0", 4),
+        ("p0s1", 1),
+        ("p1s0", 1),
+        ("p1s0", 2),
+        ("p1l0", 3),
+        ("p1l1", 3),
+    }
     text = ctl.run_command(["routes"])
     assert "host pairs have fewer than 4 paths" in text
     rows = list(csv.DictReader(io.StringIO(ctl.run_command(["routes", "--csv"]))))
@@ -179,10 +198,12 @@ BAD_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "message"), BAD_COMMANDS, ids=lambda x: " ".join(x) if
-                         isinstance(x, list) else None)  # fmt: skip
-def test_bad_commands_fail_clearly_and_change_nothing(ctl: FabricController, argv: list[str],
-                                                      message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"), BAD_COMMANDS, ids=lambda x: " ".join(x) if isinstance(x, list) else None
+)
+def test_bad_commands_fail_clearly_and_change_nothing(
+    ctl: FabricController, argv: list[str], message: str
+) -> None:
     before = snapshot(ctl)
     with pytest.raises(CommandError) as info:
         ctl.run_command(argv)
@@ -202,9 +223,12 @@ def test_loss_event_is_installed_and_expires_on_time(ctl: FabricController) -> N
     t0 = time.monotonic()
 
     def lossy() -> set[tuple[str, int, int]]:
-        return {(n, e.match[0].value, e.action.param("threshold"))  # type: ignore[union-attr]
-                for n, s in ctl.sessions.items() for e in s.read_installed().values()
-                if isinstance(e, TableEntry) and e.table == fp.LOSS_INJECT}  # fmt: skip
+        return {
+            (n, e.match[0].value, e.action.param("threshold"))  # type: ignore[union-attr]
+            for n, s in ctl.sessions.items()
+            for e in s.read_installed().values()
+            if isinstance(e, TableEntry) and e.table == fp.LOSS_INJECT
+        }
 
     assert lossy() == {("p0l0", 3, 32768), ("p0s0", 1, 32768)}
     assert "ms left" in ctl.run_command(["status"])
@@ -222,33 +246,49 @@ def test_loss_zero_removes_and_ecn_sets_every_port(ctl: FabricController) -> Non
     ctl.run_command(["loss", "p1s1-eth2", "0"])
     assert ctl.conditions.losses == ()
     ctl.run_command(["ecn", "7"])
-    ks = {e.action.param("k") for s in ctl.sessions.values()  # type: ignore[union-attr]
-          for e in s.read_installed().values()
-          if isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG}  # fmt: skip
+    ks = {
+        e.action.param("k")
+        for s in ctl.sessions.values()  # type: ignore[union-attr]
+        for e in s.read_installed().values()
+        if isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
+    }
     assert ks == {7}
     ctl.run_command(["ecn", "off"])
-    assert not any(isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
-                   for s in ctl.sessions.values() for e in s.read_installed().values())  # fmt: skip
+    assert not any(
+        isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
+        for s in ctl.sessions.values()
+        for e in s.read_installed().values()
+    )
 
 
 def test_trim_sets_every_port_to_keep_the_mrc_header_and_off_removes_it(
-        ctl: FabricController) -> None:  # fmt: skip
+    ctl: FabricController,
+) -> None:
     assert "trim: off" in ctl.run_command(["status"])
     assert "trim at 12 packets" in ctl.run_command(["trim", "12"])
-    installed = [(n, e) for n, s in ctl.sessions.items()  # type: ignore[union-attr]
-                 for e in s.read_installed().values()
-                 if isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG]  # fmt: skip
+    installed = [
+        (n, e)
+        for n, s in ctl.sessions.items()  # type: ignore[union-attr]
+        for e in s.read_installed().values()
+        if isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG
+    ]
     assert {(n, e.match[0].value) for n, e in installed} == {
-        (sw.name, port) for sw in ctl.fabric.switches for port in sw.ports}
-    params = {(e.action.param("threshold"), e.action.param("keep_bytes"),
-               e.action.param("priority")) for _n, e in installed}  # fmt: skip
+        (sw.name, port) for sw in ctl.fabric.switches for port in sw.ports
+    }
+    params = {
+        (e.action.param("threshold"), e.action.param("keep_bytes"), e.action.param("priority"))
+        for _n, e in installed
+    }
     assert params == {(12, DATA_HEADER_BYTES, 0)}
     assert "trim: 12 packets" in ctl.run_command(["status"])
     with pytest.raises(CommandError, match="trim K must be"):
         ctl.run_command(["trim", "0"])
     ctl.run_command(["trim", "off"])
-    assert not any(isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG
-                   for s in ctl.sessions.values() for e in s.read_installed().values())  # fmt: skip
+    assert not any(
+        isinstance(e, TableEntry) and e.table == fp.TRIM_CONFIG
+        for s in ctl.sessions.values()
+        for e in s.read_installed().values()
+    )
 
 
 def test_counters_status_and_help_render_in_every_format(ctl: FabricController) -> None:
@@ -277,12 +317,19 @@ def test_telemetry_records_reach_csv_watchers_and_recent(ctl: FabricController) 
     tel = ctl.telemetry
     assert tel is not None
     lines: list[str] = []
-    t = threading.Thread(target=lambda: ctl.run_command(
-        ["telemetry", "watch", "--count", "2", "--json"], out=lines.append))  # fmt: skip
+    t = threading.Thread(
+        target=lambda: ctl.run_command(
+            ["telemetry", "watch", "--count", "2", "--json"], out=lines.append
+        )
+    )
     t.start()
     time.sleep(0.2)
-    tel.add([BurstRecord("p0s0", 1, 10, 20, 33, 40, time.time()),
-             BurstRecord("p0s0", 2, 30, 50, 17, 20, time.time())])  # fmt: skip
+    tel.add(
+        [
+            BurstRecord("p0s0", 1, 10, 20, 33, 40, time.time()),
+            BurstRecord("p0s0", 2, 30, 50, 17, 20, time.time()),
+        ]
+    )
     t.join(3)
     assert [json.loads(x)["peak_qdepth"] for x in lines] == [33, 17]
     assert json.loads(lines[0])["peer"] == "p0l0"
@@ -304,8 +351,14 @@ def test_server_runs_commands_validates_requests_and_streams(ctl: FabricControll
         assert "restored" in send_command(["restore", "plane", "0"], results)
         with socket.create_connection(("127.0.0.1", srv.port)) as sock:
             f = sock.makefile("rwb")
-            for bad in (b"not json\n", b'["argv"]\n', b'{"argv": [], "x": 1}\n',
-                        b'{"argv": []}\n', b'{"argv": [1, 2]}\n', b"\xff\xfe\n"):  # fmt: skip
+            for bad in (
+                b"not json\n",
+                b'["argv"]\n',
+                b'{"argv": [], "x": 1}\n',
+                b'{"argv": []}\n',
+                b'{"argv": [1, 2]}\n',
+                b"\xff\xfe\n",
+            ):
                 f.write(bad)
                 f.flush()
                 reply = json.loads(f.readline())
@@ -314,8 +367,11 @@ def test_server_runs_commands_validates_requests_and_streams(ctl: FabricControll
             f.flush()
             assert json.loads(json.loads(f.readline())["output"])["rows"]
         streamed: list[str] = []
-        t = threading.Thread(target=lambda: send_command(
-            ["telemetry", "watch", "--count", "1", "--csv"], results, out=streamed.append))
+        t = threading.Thread(
+            target=lambda: send_command(
+                ["telemetry", "watch", "--count", "1", "--csv"], results, out=streamed.append
+            )
+        )
         t.start()
         time.sleep(0.3)
         assert ctl.telemetry is not None
@@ -327,11 +383,14 @@ def test_server_runs_commands_validates_requests_and_streams(ctl: FabricControll
         send_command(["status"], ctl.results_dir)
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    (b'{"argv": ["x"], "v": 2}', "protocol version"),
-    (b'{"argv": ["' + b"a" * 2000 + b'"]}', "at most 1024"),
-    (b"[" * 70000, "longer than"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b'{"argv": ["x"], "v": 2}', "protocol version"),
+        (b'{"argv": ["' + b"a" * 2000 + b'"]}', "at most 1024"),
+        (b"[" * 70000, "longer than"),
+    ],
+)
 def test_request_validation(line: bytes, why: str) -> None:
     with pytest.raises(RequestError, match=why):
         parse_request(line)
@@ -344,11 +403,15 @@ def test_mininet_command_never_raises(ctl: FabricController) -> None:
 
 
 def test_one_shot_takes_primary_applies_and_the_server_takes_it_back(
-        ctl: FabricController, fabric: Fabric, tmp_path: Path) -> None:  # fmt: skip
+    ctl: FabricController, fabric: Fabric, tmp_path: Path
+) -> None:
     topo = tmp_path / "topology.json"
     fabric.to_json(topo)
-    state = {"topology": str(topo), "hosts": {},
-             "switches": {n: {"grpc": s.address} for n, s in ctl.sessions.items()}}  # fmt: skip
+    state = {
+        "topology": str(topo),
+        "hosts": {},
+        "switches": {n: {"grpc": s.address} for n, s in ctl.sessions.items()},
+    }
     results = ctl.results_dir
     (results / "fabric").mkdir(exist_ok=True)
     (results / "fabric" / "state.json").write_text(json.dumps(state))
@@ -358,7 +421,8 @@ def test_one_shot_takes_primary_applies_and_the_server_takes_it_back(
         # the long-running controller became primary again and adopted the saved conditions
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and not all(
-                s.client.is_primary for s in ctl.sessions.values()):  # fmt: skip
+            s.client.is_primary for s in ctl.sessions.values()
+        ):
             time.sleep(0.05)
         assert all(s.client.is_primary for s in ctl.sessions.values())
         while time.monotonic() < deadline and not ctl.conditions.faults:
@@ -376,28 +440,31 @@ def test_one_shot_takes_primary_applies_and_the_server_takes_it_back(
 
 
 def test_a_new_controller_adopts_the_switches_without_rewriting_them(
-        ctl: FabricController, fabric: Fabric, pipeline_files: tuple[Path, Path],
-        tmp_path: Path) -> None:  # fmt: skip
+    ctl: FabricController, fabric: Fabric, pipeline_files: tuple[Path, Path], tmp_path: Path
+) -> None:
     addresses = {n: s.address for n, s in ctl.sessions.items()}
-    with FabricController(fabric, *pipeline_files, results_dir=tmp_path,
-                          addresses=addresses) as second:  # fmt: skip
+    with FabricController(
+        fabric, *pipeline_files, results_dir=tmp_path, addresses=addresses
+    ) as second:
         second.connect()
         assert second.install_routes().total == 0  # read back, nothing to write
     other = tmp_path / "other.tfp4.json"
     other.write_bytes(pipeline_files[1].read_bytes() + b" ")
-    with FabricController(fabric, pipeline_files[0], other, results_dir=tmp_path,
-                          addresses=addresses) as third:  # fmt: skip
+    with FabricController(
+        fabric, pipeline_files[0], other, results_dir=tmp_path, addresses=addresses
+    ) as third:
         third.connect()
         with pytest.raises(ControllerError, match="runs another pipeline"):
             third.install_routes()
 
 
-def test_adopting_a_switch_without_a_pipeline_says_so(fabric: Fabric,
-                                                      pipeline_files: tuple[Path, Path],
-                                                      tmp_path: Path) -> None:  # fmt: skip
+def test_adopting_a_switch_without_a_pipeline_says_so(
+    fabric: Fabric, pipeline_files: tuple[Path, Path], tmp_path: Path
+) -> None:
     with switches(fabric) as addresses:
-        with FabricController(fabric, *pipeline_files, results_dir=tmp_path,
-                              addresses=addresses) as c:  # fmt: skip
+        with FabricController(
+            fabric, *pipeline_files, results_dir=tmp_path, addresses=addresses
+        ) as c:
             c.connect()
             with pytest.raises(FabricUnavailable, match="has no pipeline: push one"):
                 c.install_routes()

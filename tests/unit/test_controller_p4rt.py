@@ -79,8 +79,9 @@ def tf_switch(clock: Clock | None = None, datapath: bool = True) -> Iterator[tup
 
 
 def client(address: str, election_id: int | None = None) -> P4RuntimeClient:
-    return P4RuntimeClient(address, ClientOptions(device_id=1, election_id=election_id,
-                                                  connect_timeout_s=5))  # fmt: skip
+    return P4RuntimeClient(
+        address, ClientOptions(device_id=1, election_id=election_id, connect_timeout_s=5)
+    )
 
 
 def wait_for(predicate, timeout: float = 3.0) -> bool:  # type: ignore[no-untyped-def]
@@ -114,8 +115,9 @@ def test_default_election_ids_follow_the_clock() -> None:
 
 
 def test_connect_to_nothing_fails_clearly() -> None:
-    c = P4RuntimeClient("127.0.0.1:1", ClientOptions(device_id=1, connect_timeout_s=0.3),
-                        name="p9l9")  # fmt: skip
+    c = P4RuntimeClient(
+        "127.0.0.1:1", ClientOptions(device_id=1, connect_timeout_s=0.3), name="p9l9"
+    )
     with pytest.raises(FabricUnavailable, match="p9l9: no P4Runtime server at 127.0.0.1:1"):
         c.connect()
     c.close()
@@ -152,8 +154,12 @@ def test_write_errors_are_decoded_per_update() -> None:
         first = route("2001:db8:1::", 48, 1)
         c.write([update(INSERT, schema.encode(first))])
         with pytest.raises(P4RuntimeError) as info:
-            c.write([update(INSERT, schema.encode(route("2001:db8:2::", 48, 2))),
-                     update(INSERT, schema.encode(first))])  # fmt: skip
+            c.write(
+                [
+                    update(INSERT, schema.encode(route("2001:db8:2::", 48, 2))),
+                    update(INSERT, schema.encode(first)),
+                ]
+            )
         err = info.value
         assert [e.code for e in err.errors] == [code_pb2.OK, code_pb2.ALREADY_EXISTS]
         assert err.is_already_exists_only and not err.is_not_found_only
@@ -179,8 +185,9 @@ def test_schema_checks_names_and_widths_with_suggestions() -> None:
     bad_port = TableEntry(fp.PORT_STATE, (Exact(fp.EGRESS_SPEC, 512),), ActionCall(fp.PORT_DOWN))
     with pytest.raises(SchemaError, match="512 does not fit in 9 bits"):
         schema.encode(bad_port)
-    bad_param = TableEntry(fp.ROUTES, (Lpm(fp.DST_ADDR, 0, 0),), ActionCall(fp.SET_EGRESS_PORT,
-                                                                             (("prt", 1),)))
+    bad_param = TableEntry(
+        fp.ROUTES, (Lpm(fp.DST_ADDR, 0, 0),), ActionCall(fp.SET_EGRESS_PORT, (("prt", 1),))
+    )
     with pytest.raises(SchemaError, match="parameter 'port' is missing"):
         schema.encode(bad_param)
     wrong_table = TableEntry(fp.ROUTES, (Lpm(fp.DST_ADDR, 0, 0),), ActionCall(fp.PORT_DOWN))
@@ -220,8 +227,13 @@ def test_session_sync_installs_exactly_the_desired_entities_and_reads_them_back(
             assert result.inserted == len(desired) and result.total == len(desired)
             assert s.read_installed() == desired
             assert s.sync(desired).total == 0
-            failed = desired_entities(fabric, None, Conditions(ecn_threshold_pkts=20).with_fault(
-                Fault(FaultKind.LINK, ("p0l0", "p0s1"))))["p0l0"]  # fmt: skip
+            failed = desired_entities(
+                fabric,
+                None,
+                Conditions(ecn_threshold_pkts=20).with_fault(
+                    Fault(FaultKind.LINK, ("p0l0", "p0s1"))
+                ),
+            )["p0l0"]
             r = s.sync(failed)
             assert (r.inserted, r.modified, r.deleted) == (1, 1, 0)  # port_state + group
             assert s.read_installed() == failed
@@ -259,8 +271,11 @@ def test_packet_out_comes_back_as_packet_in_and_counters_read_with_wildcards() -
             s.push(p4info(), device_config(), cookie=7)
             s.sync(desired_entities(fabric)["p0l0"])
             own = str(usid_address(fabric.switch("p0l0").usid))  # argument zero: for the switch
-            frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-                          / IPv6(src="fcbb:bb00:8010::", dst=own) / UDP(sport=1, dport=2))  # fmt: skip
+            frame = bytes(
+                Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                / IPv6(src="fcbb:bb00:8010::", dst=own)
+                / UDP(sport=1, dport=2)
+            )
             s.packet_out(frame, routed=1)
             pin = got.get(timeout=3)
             meta = s.need_schema().packet_in_metadata(pin)
@@ -277,8 +292,9 @@ def test_packet_out_comes_back_as_packet_in_and_counters_read_with_wildcards() -
 
 def test_burst_digests_arrive_decoded_and_are_acknowledged() -> None:
     clock = Clock()
-    config = ControllerConfig(digest_max_timeout_ns=0, digest_max_list_size=1,
-                              digest_ack_timeout_ns=10**12)  # fmt: skip
+    config = ControllerConfig(
+        digest_max_timeout_ns=0, digest_max_list_size=1, digest_ack_timeout_ns=10**12
+    )
     with tf_switch(clock, datapath=False) as (dev, addr):
         s = session(addr, config=config)
         lists: queue.Queue[p4runtime_pb2.DigestList] = queue.Queue()
@@ -286,14 +302,20 @@ def test_burst_digests_arrive_decoded_and_are_acknowledged() -> None:
             s.connect()
             s.client.on_digest = lists.put
             s.push(p4info(), device_config(), cookie=7)
-            burst = TableEntry(fp.BURST_CONFIG, (Exact(fp.EGRESS_PORT, 2),),
-                               ActionCall(fp.TRACK_BURSTS, (("high", 8), ("low", 2))))  # fmt: skip
+            burst = TableEntry(
+                fp.BURST_CONFIG,
+                (Exact(fp.EGRESS_PORT, 2),),
+                ActionCall(fp.TRACK_BURSTS, (("high", 8), ("low", 2))),
+            )
             r = route("2001:db8:2::", 48, 2)
             s.sync({burst.key: burst, r.key: r})
             s.enable_digest(fp.BURST_DIGEST)
             s.enable_digest(fp.BURST_DIGEST)  # again: modified, not an error
-            frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IPv6(src="2001:db8:1::1", dst="2001:db8:2::1")
-                          / UDP(sport=1, dport=2))  # fmt: skip
+            frame = bytes(
+                Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                / IPv6(src="2001:db8:1::1", dst="2001:db8:2::1")
+                / UDP(sport=1, dport=2)
+            )
             with dev.lock:
                 assert dev.state is not None
                 run_command(dev.state, dev.tm, "set_queue_rate 1000 2")
@@ -305,8 +327,13 @@ def test_burst_digests_arrive_decoded_and_are_acknowledged() -> None:
                 dev.receive(1, frame)  # carries the report out of ingress
             d = lists.get(timeout=3)
             [rec] = s.decode_digest(d)
-            assert rec == {"port": 2, "start_us": 1000, "end_us": 18000, "peak_qdepth": 19,
-                           "packets": 18}  # fmt: skip
+            assert rec == {
+                "port": 2,
+                "start_us": 1000,
+                "end_us": 18000,
+                "peak_qdepth": 19,
+                "packets": 18,
+            }
             s.client.ack_digest(d.digest_id, d.list_id)
             assert s.digest_name(d.digest_id) == fp.BURST_DIGEST
         finally:

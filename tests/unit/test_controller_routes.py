@@ -43,8 +43,9 @@ def core_links(path: Path) -> set[frozenset[str]]:
     return {frozenset(pair) for pair in zip(path.hops, path.hops[1:])}
 
 
-def tables(fabric: Fabric, conditions: Conditions | None = None,
-           config: ControllerConfig | None = None) -> tuple[Wiring, dict]:  # type: ignore[type-arg]  # fmt: skip
+def tables(
+    fabric: Fabric, conditions: Conditions | None = None, config: ControllerConfig | None = None
+) -> tuple[Wiring, dict]:  # type: ignore[type-arg]
     wiring = Wiring(fabric)
     return wiring, views(desired_entities(wiring, config, conditions))
 
@@ -78,8 +79,11 @@ def test_plane_failure_by_phy_is_simulated_without_port_state_entries() -> None:
     wiring = Wiring(fabric)
     cond = Conditions().with_fault(Fault(FaultKind.PLANE, ("0",), phy=True))
     desired = desired_entities(wiring, None, cond)
-    assert not any(isinstance(e, TableEntry) and e.table == fp.PORT_STATE
-                   for m in desired.values() for e in m.values())  # fmt: skip
+    assert not any(
+        isinstance(e, TableEntry) and e.table == fp.PORT_STATE
+        for m in desired.values()
+        for e in m.values()
+    )
     down = cond.down_ends(wiring, phy=True)
     assert len(working_paths(wiring, views(desired), "h1", "h3", extra_down=down)) == 2
 
@@ -91,8 +95,7 @@ def test_a_failed_link_removes_exactly_the_paths_through_it() -> None:
     wiring, sws = tables(fabric, cond)
     for a, b in pairs(fabric):
         good = {(p.plane, p.spine) for p in working_paths(wiring, sws, a, b)}
-        uses = {(p.plane, p.spine) for p in fabric.paths(a, b)
-                if frozenset(link) in core_links(p)}  # fmt: skip
+        uses = {(p.plane, p.spine) for p in fabric.paths(a, b) if frozenset(link) in core_links(p)}
         assert good == {(p.plane, p.spine) for p in fabric.paths(a, b)} - uses, (a, b)
 
 
@@ -154,8 +157,9 @@ def test_baseline_ecmp_delivers_on_every_member() -> None:
     for a, b in pairs(fabric):
         for nic in fabric.host(b).nics:
             outcomes = send(wiring, sws, a, nic.plane, nic.baseline_address)
-            assert outcomes and all(o.verdict is Verdict.DELIVERED and o.at == b
-                                    for o in outcomes), (a, b)  # fmt: skip
+            assert outcomes and all(
+                o.verdict is Verdict.DELIVERED and o.at == b for o in outcomes
+            ), (a, b)
             remote = fabric.host(a).leaf_index != fabric.host(b).leaf_index
             assert len(outcomes) == (fabric.spec.spines if remote else 1)
 
@@ -201,8 +205,11 @@ def test_entries_per_role() -> None:
 def test_port_mac_names_each_ports_peer() -> None:
     fabric = build_fabric(FabricSpec())
     desired = desired_entities(fabric)
-    macs = {e.match[0].value: e.action.params for e in desired["p1l1"].values()  # type: ignore[union-attr]
-            if isinstance(e, TableEntry) and e.table == fp.PORT_MAC}  # fmt: skip
+    macs = {
+        e.match[0].value: e.action.params
+        for e in desired["p1l1"].values()  # type: ignore[union-attr]
+        if isinstance(e, TableEntry) and e.table == fp.PORT_MAC
+    }
     sw = fabric.switch("p1l1")
     h3 = fabric.host("h3")
     assert macs[1] == (("src", mac_int(sw.mac)), ("dst", mac_int(h3.nics[1].mac)))
@@ -212,26 +219,34 @@ def test_port_mac_names_each_ports_peer() -> None:
 def test_conditions_become_port_state_and_loss_entries_and_diff_back() -> None:
     fabric = build_fabric(FabricSpec())
     base = desired_entities(fabric)
-    cond = (Conditions(ecn_threshold_pkts=20)
-            .with_fault(Fault(FaultKind.LINK, link_target("p0l0", "p0s1")))
-            .with_losses([LossEvent("p0s1", 1, 3277)]))  # fmt: skip
+    cond = (
+        Conditions(ecn_threshold_pkts=20)
+        .with_fault(Fault(FaultKind.LINK, link_target("p0l0", "p0s1")))
+        .with_losses([LossEvent("p0s1", 1, 3277)])
+    )
     changed = desired_entities(fabric, None, cond)
     d = diff(base["p0l0"], changed["p0l0"])
-    assert [e.render() for e in d.inserts] == ["port_state standard_metadata.egress_spec=4 -> port_down()"]
+    assert [e.render() for e in d.inserts] == [
+        "port_state standard_metadata.egress_spec=4 -> port_down()"
+    ]
     assert [e.render() for e in d.modifies] == ["ecmp_selector group 2 -> members [3]"]
     assert not d.deletes
     d = diff(base["p0s1"], changed["p0s1"])
     assert sorted(e.render() for e in d.inserts) == [
         "loss_inject standard_metadata.egress_port=1 -> inject_loss(threshold=3277)",
-        "port_state standard_metadata.egress_spec=1 -> port_down()"]
+        "port_state standard_metadata.egress_spec=1 -> port_down()",
+    ]
     assert not diff(changed["p0l1"], desired_entities(fabric, None, cond)["p0l1"])
 
 
 def test_ecn_off_removes_ecn_entries() -> None:
     fabric = build_fabric(FabricSpec())
     off = desired_entities(fabric, None, Conditions(ecn_threshold_pkts=None))
-    assert not any(isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
-                   for m in off.values() for e in m.values())  # fmt: skip
+    assert not any(
+        isinstance(e, TableEntry) and e.table == fp.ECN_CONFIG
+        for m in off.values()
+        for e in m.values()
+    )
 
 
 def test_lpm_values_have_no_bits_beyond_their_prefix() -> None:
@@ -245,11 +260,13 @@ def test_lpm_values_have_no_bits_beyond_their_prefix() -> None:
 
 
 def test_conditions_round_trip_through_json() -> None:
-    cond = (Conditions(ecn_threshold_pkts=7)
-            .with_fault(Fault(FaultKind.PLANE, ("1",)))
-            .with_fault(Fault(FaultKind.LINK, ("p0l0", "p0s1"), phy=True))
-            .with_losses([LossEvent("p0l0", 3, 100, 1e9)])
-            .with_trim(24))  # fmt: skip
+    cond = (
+        Conditions(ecn_threshold_pkts=7)
+        .with_fault(Fault(FaultKind.PLANE, ("1",)))
+        .with_fault(Fault(FaultKind.LINK, ("p0l0", "p0s1"), phy=True))
+        .with_losses([LossEvent("p0l0", 3, 100, 1e9)])
+        .with_trim(24)
+    )
     assert Conditions.from_json(cond.to_json()) == cond
     older = json.loads(cond.to_json())
     del older["trim_threshold_pkts"]  # written before trimming was managed

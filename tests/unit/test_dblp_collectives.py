@@ -59,21 +59,36 @@ def cluster() -> Iterator[EmuCluster]:
         yield cl
 
 
-def ps_round(workers: dict[int, PsWorker], server: ParameterServer, r: int) -> tuple[ServerRound, dict[int, AllReduceResult]]:
-    out = parallel({-1: lambda: server.run_round(r, TensorSpec.of(0, VECS[0])),
-                    **{k: (lambda k=k, w=w: w.allreduce(r, VECS[k])) for k, w in workers.items()}})  # fmt: skip
+def ps_round(
+    workers: dict[int, PsWorker], server: ParameterServer, r: int
+) -> tuple[ServerRound, dict[int, AllReduceResult]]:
+    out = parallel(
+        {
+            -1: lambda: server.run_round(r, TensorSpec.of(0, VECS[0])),
+            **{k: (lambda k=k, w=w: w.allreduce(r, VECS[k])) for k, w in workers.items()},
+        }
+    )
     return out.pop(-1), out  # type: ignore[return-value]
 
 
 @pytest.fixture
-def ps_job(cluster: EmuCluster) -> Iterator[Callable[[LossPolicy], tuple[ParameterServer, dict[int, PsWorker]]]]:
+def ps_job(
+    cluster: EmuCluster,
+) -> Iterator[Callable[[LossPolicy], tuple[ParameterServer, dict[int, PsWorker]]]]:
     made: list[tuple[ParameterServer, dict[int, PsWorker]]] = []
 
-    def make(policy: LossPolicy, cfg: PhaseConfig | None = None) -> tuple[ParameterServer, dict[int, PsWorker]]:
+    def make(
+        policy: LossPolicy, cfg: PhaseConfig | None = None
+    ) -> tuple[ParameterServer, dict[int, PsWorker]]:
         eps = cluster.endpoints
-        links = parallel({-1: lambda: accept_workers(eps[0], {0, 1, 2}, FP, CFG, 10),
-                          **{r: (lambda r=r: connect_worker(eps[r + 1], 0, r, FP, CFG, 10))
-                             for r in range(3)}})  # fmt: skip
+        links = parallel(
+            {
+                -1: lambda: accept_workers(eps[0], {0, 1, 2}, FP, CFG, 10),
+                **{
+                    r: (lambda r=r: connect_worker(eps[r + 1], 0, r, FP, CFG, 10)) for r in range(3)
+                },
+            }
+        )
         server = ParameterServer(links[-1], PhaseController(policy, cfg))  # type: ignore[arg-type]
         workers = {r: PsWorker(links[r]) for r in range(3)}  # type: ignore[arg-type]
         made.append((server, workers))
@@ -101,8 +116,11 @@ def test_ps_average_is_exact_without_loss(ps_job) -> None:  # type: ignore[no-un
 
 
 @pytest.mark.parametrize("policy", list(LossPolicy))
-def test_ps_respects_each_policys_bound_under_loss(ps_job, cluster: EmuCluster,  # type: ignore[no-untyped-def]
-                                                   policy: LossPolicy) -> None:  # fmt: skip
+def test_ps_respects_each_policys_bound_under_loss(
+    ps_job,
+    cluster: EmuCluster,  # type: ignore[no-untyped-def]
+    policy: LossPolicy,
+) -> None:
     phase = PhaseConfig(check_every_rounds=1, eta=10.0)  # DBLP relaxes to P_high at once
     server, workers = ps_job(policy, phase)
     cluster.set_loss(0.4)
@@ -123,9 +141,12 @@ def test_ps_respects_each_policys_bound_under_loss(ps_job, cluster: EmuCluster, 
 def test_ps_round_fails_with_a_clear_error_when_a_worker_vanishes(cluster: EmuCluster) -> None:
     eps = cluster.endpoints
     cfg = job_dblp_config("emu", peer_timeout_s=0.5)
-    links = parallel({-1: lambda: accept_workers(eps[0], {0, 1, 2}, FP, cfg, 10),
-                      **{r: (lambda r=r: connect_worker(eps[r + 1], 0, r, FP, cfg, 10))
-                         for r in range(3)}})  # fmt: skip
+    links = parallel(
+        {
+            -1: lambda: accept_workers(eps[0], {0, 1, 2}, FP, cfg, 10),
+            **{r: (lambda r=r: connect_worker(eps[r + 1], 0, r, FP, cfg, 10)) for r in range(3)},
+        }
+    )
     server = ParameterServer(links[-1], PhaseController(LossPolicy.DBLP))  # type: ignore[arg-type]
     workers = {r: PsWorker(links[r]) for r in range(3)}  # type: ignore[arg-type]
     try:
@@ -133,9 +154,13 @@ def test_ps_round_fails_with_a_clear_error_when_a_worker_vanishes(cluster: EmuCl
         t0 = time.monotonic()
         with pytest.raises(RoundFailed, match=r"round 1 gather: rank 2: .*nothing from worker 2"):
             # worker 2 is gone: only 0 and 1 push
-            parallel({-1: lambda: server.run_round(1, TensorSpec.of(0, VECS[0])),
-                      0: lambda: _expect_abort(workers[0], 1),
-                      1: lambda: _expect_abort(workers[1], 1)})
+            parallel(
+                {
+                    -1: lambda: server.run_round(1, TensorSpec.of(0, VECS[0])),
+                    0: lambda: _expect_abort(workers[0], 1),
+                    1: lambda: _expect_abort(workers[1], 1),
+                }
+            )
         assert time.monotonic() - t0 < 5.0
     finally:
         server.close()
@@ -151,25 +176,33 @@ def _expect_abort(worker: PsWorker, r: int) -> None:
 def test_a_worker_of_another_job_is_refused(cluster: EmuCluster) -> None:
     eps = cluster.endpoints
     with pytest.raises(JobMismatch):
-        parallel({-1: lambda: accept_workers(eps[0], {0}, FP, CFG, 5),
-                  0: lambda: connect_worker(eps[1], 0, 0, job_fingerprint("other"), CFG, 5)})
+        parallel(
+            {
+                -1: lambda: accept_workers(eps[0], {0}, FP, CFG, 5),
+                0: lambda: connect_worker(eps[1], 0, 0, job_fingerprint("other"), CFG, 5),
+            }
+        )
 
 
 @pytest.mark.parametrize("policy", [LossPolicy.RELIABLE, LossPolicy.DBLP])
 def test_ring_allreduce_over_four_hosts(cluster: EmuCluster, policy: LossPolicy) -> None:
     eps = cluster.endpoints
     hosts = [0, 1, 2, 3]
-    links = parallel({r: (lambda r=r: connect_ring(eps[r], r, hosts, FP, CFG, 10))
-                      for r in range(4)})  # fmt: skip
+    links = parallel(
+        {r: (lambda r=r: connect_ring(eps[r], r, hosts, FP, CFG, 10)) for r in range(4)}
+    )
     phase = PhaseConfig(check_every_rounds=1, eta=10.0)
-    rings = {r: RingAllReduce(r, 4, *links[r], PhaseController(policy, phase))  # type: ignore[misc]
-             for r in range(4)}  # fmt: skip
+    rings = {
+        r: RingAllReduce(r, 4, *links[r], PhaseController(policy, phase))  # type: ignore[misc]
+        for r in range(4)
+    }
     mean = sum(VECS.values()) / 4
     try:
         for r, loss in enumerate((0.0, 0.3, 0.3)):
             cluster.set_loss(loss)
-            res = parallel({k: (lambda k=k, g=g, r=r: g.allreduce(r, VECS[k]))
-                            for k, g in rings.items()})  # fmt: skip
+            res = parallel(
+                {k: (lambda k=k, g=g, r=r: g.allreduce(r, VECS[k])) for k, g in rings.items()}
+            )
             for out in res.values():
                 assert isinstance(out, AllReduceResult)
                 assert len(out.sends) == len(out.recvs) == 6

@@ -25,12 +25,15 @@ def test_policy_names_parse_and_unknown_ones_list_the_valid_names() -> None:
         LossPolicy.parse("mlt")
 
 
-@pytest.mark.parametrize(("cfg", "message"), [
-    (dict(p_low=-0.1), "p_low"),
-    (dict(p_low=0.5, k=0.6), "p_low"),
-    (dict(eta=0.0), "eta"),
-    (dict(check_every_rounds=0), "check_every_rounds"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        (dict(p_low=-0.1), "p_low"),
+        (dict(p_low=0.5, k=0.6), "p_low"),
+        (dict(eta=0.0), "eta"),
+        (dict(check_every_rounds=0), "check_every_rounds"),
+    ],
+)
 def test_bad_phase_settings_are_rejected(cfg: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PhaseConfig(**cfg)  # type: ignore[arg-type]
@@ -74,11 +77,20 @@ def test_relative_change() -> None:
     assert math.isinf(relative_change(0.0, 1.0))
 
 
-@pytest.mark.parametrize(("count", "bound", "needed"), [
-    (15, 0.0, 15), (15, 0.008, 15), (15, 0.408, 9), (1, 0.5, 1), (100, 0.1, 90), (125, 0.008, 124),
-])  # fmt: skip
-def test_needed_chunks_is_the_fewest_reaching_one_minus_p(count: int, bound: float,
-                                                         needed: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("count", "bound", "needed"),
+    [
+        (15, 0.0, 15),
+        (15, 0.008, 15),
+        (15, 0.408, 9),
+        (1, 0.5, 1),
+        (100, 0.1, 90),
+        (125, 0.008, 124),
+    ],
+)
+def test_needed_chunks_is_the_fewest_reaching_one_minus_p(
+    count: int, bound: float, needed: int
+) -> None:
     assert needed_chunks(count, bound) == needed
     assert needed / count >= 1 - bound - 1e-12
     assert (needed - 1) / count < 1 - bound

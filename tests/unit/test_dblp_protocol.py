@@ -22,8 +22,13 @@ from host.dblp.memconn import MemConnection, mem_pair
 from host.dblp.protocol import RecvReport, SendReport, recv_tensor, send_tensor
 from host.train.cluster import EmuCluster, job_dblp_config
 
-CFG = DblpConfig(packet_bytes=452, settle_timeout_s=0.01, probe_interval_s=0.005,
-                 peer_timeout_s=2.0, linger_s=0.2)  # fmt: skip
+CFG = DblpConfig(
+    packet_bytes=452,
+    settle_timeout_s=0.01,
+    probe_interval_s=0.005,
+    peer_timeout_s=2.0,
+    linger_s=0.2,
+)
 X = np.random.default_rng(0).standard_normal(2000).astype(np.float32)  # 20 chunks of 100
 SPEC = TensorSpec.of(0, X)
 
@@ -37,8 +42,9 @@ def pair() -> Iterator[tuple[MemConnection, MemConnection, DblpLink, DblpLink]]:
     lb.close()
 
 
-def exchange(la: DblpLink, lb: DblpLink, bound: float, round_: int = 1,
-             rx_bound: float | None = None) -> tuple[SendReport, RecvReport]:  # fmt: skip
+def exchange(
+    la: DblpLink, lb: DblpLink, bound: float, round_: int = 1, rx_bound: float | None = None
+) -> tuple[SendReport, RecvReport]:
     with ThreadPoolExecutor(1) as pool:
         fut = pool.submit(send_tensor, la, round_, 0, X, bound)
         rep = recv_tensor(lb, round_, SPEC, rx_bound)
@@ -106,8 +112,10 @@ def test_receiver_waits_for_a_probe_before_stopping_short_of_every_chunk(pair) -
     a, b, la, lb = pair
     for data in encode_chunks(1, SPEC, X, 100, 0.5)[:10]:
         b.inject(data)
-    threading.Timer(0.2, lambda: b.inject(encode_control(
-        Control(ControlKind.PROBE, 1, 0, 0, 20, 0, 500_000, 1)))).start()  # fmt: skip
+    threading.Timer(
+        0.2,
+        lambda: b.inject(encode_control(Control(ControlKind.PROBE, 1, 0, 0, 20, 0, 500_000, 1))),
+    ).start()
     t0 = time.monotonic()
     got = recv_tensor(lb, 1, SPEC)
     assert time.monotonic() - t0 >= 0.15  # STOP answered the probe, not the 10th chunk
@@ -203,7 +211,9 @@ def test_receiver_fails_with_a_clear_error_when_the_sender_disappears() -> None:
     with DblpLink(b, cfg, name="server") as lb:
         for data in encode_chunks(2, SPEC, X, 100, 0.0)[:5]:
             b.inject(data)
-        with pytest.raises(RoundFailed, match=r"round 2 tensor 0: nothing from server for .* \(5/20 chunks\)"):
+        with pytest.raises(
+            RoundFailed, match=r"round 2 tensor 0: nothing from server for .* \(5/20 chunks\)"
+        ):
             recv_tensor(lb, 2, SPEC)
 
 
@@ -241,7 +251,9 @@ def emu_links() -> Iterator[tuple[EmuCluster, DblpLink, DblpLink]]:
 EMU_X = np.random.default_rng(1).standard_normal(3000).astype(np.float32)  # 10 chunks
 
 
-def emu_exchange(la: DblpLink, lb: DblpLink, round_: int, bound: float) -> tuple[SendReport, RecvReport]:
+def emu_exchange(
+    la: DblpLink, lb: DblpLink, round_: int, bound: float
+) -> tuple[SendReport, RecvReport]:
     with ThreadPoolExecutor(1) as pool:
         fut = pool.submit(send_tensor, la, round_, 0, EMU_X, bound)
         rep = recv_tensor(lb, round_, TensorSpec.of(0, EMU_X))

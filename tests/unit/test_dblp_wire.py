@@ -64,8 +64,25 @@ def _chunk(**override: int) -> bytes:
     x = np.ones(100, dtype=np.float32)
     data = bytearray(encode_chunks(5, TensorSpec.of(0, x), x, 30, 0.1)[1])
     fields = list(struct.unpack_from("!HBBIHBB4IIIIHHI", data))
-    names = ["magic", "version", "kind", "round", "tensor_id", "dtype", "ndim", "d0", "d1", "d2",
-             "d3", "index", "count", "elems", "plen", "rsvd", "ppm"]  # fmt: skip
+    names = [
+        "magic",
+        "version",
+        "kind",
+        "round",
+        "tensor_id",
+        "dtype",
+        "ndim",
+        "d0",
+        "d1",
+        "d2",
+        "d3",
+        "index",
+        "count",
+        "elems",
+        "plen",
+        "rsvd",
+        "ppm",
+    ]
     for k, v in override.items():
         fields[names.index(k)] = v
     struct.pack_into("!HBBIHBB4IIIIHHI", data, 0, *fields)
@@ -73,22 +90,26 @@ def _chunk(**override: int) -> bytes:
     return bytes(data)
 
 
-@pytest.mark.parametrize(("override", "reason"), [
-    ({"magic": 0x1234}, ChunkDrop.BAD_MAGIC),
-    ({"version": 2}, ChunkDrop.BAD_VERSION),
-    ({"kind": 9}, ChunkDrop.BAD_KIND),
-    ({"dtype": 99}, ChunkDrop.BAD_DTYPE),
-    ({"ndim": 5}, ChunkDrop.BAD_SHAPE),
-    ({"ndim": 1, "d1": 4}, ChunkDrop.BAD_SHAPE),  # a dimension beyond ndim
-    ({"count": 3}, ChunkDrop.BAD_SHAPE),  # 100 elements in chunks of 30 are 4 chunks
-    ({"elems": 0}, ChunkDrop.BAD_SHAPE),
-    ({"index": 4}, ChunkDrop.BAD_INDEX),
-    ({"plen": 119}, ChunkDrop.BAD_LENGTH),
-    ({"index": 3}, ChunkDrop.BAD_LENGTH),  # the last chunk holds 10 elements, not 30
-    ({"ppm": 1_000_000}, ChunkDrop.BAD_BOUND),
-])  # fmt: skip
-def test_malformed_chunk_fields_are_rejected_with_their_reason(override: dict[str, int],
-                                                               reason: ChunkDrop) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ({"magic": 0x1234}, ChunkDrop.BAD_MAGIC),
+        ({"version": 2}, ChunkDrop.BAD_VERSION),
+        ({"kind": 9}, ChunkDrop.BAD_KIND),
+        ({"dtype": 99}, ChunkDrop.BAD_DTYPE),
+        ({"ndim": 5}, ChunkDrop.BAD_SHAPE),
+        ({"ndim": 1, "d1": 4}, ChunkDrop.BAD_SHAPE),  # a dimension beyond ndim
+        ({"count": 3}, ChunkDrop.BAD_SHAPE),  # 100 elements in chunks of 30 are 4 chunks
+        ({"elems": 0}, ChunkDrop.BAD_SHAPE),
+        ({"index": 4}, ChunkDrop.BAD_INDEX),
+        ({"plen": 119}, ChunkDrop.BAD_LENGTH),
+        ({"index": 3}, ChunkDrop.BAD_LENGTH),  # the last chunk holds 10 elements, not 30
+        ({"ppm": 1_000_000}, ChunkDrop.BAD_BOUND),
+    ],
+)
+def test_malformed_chunk_fields_are_rejected_with_their_reason(
+    override: dict[str, int], reason: ChunkDrop
+) -> None:
     with pytest.raises(DblpWireError) as e:
         decode_chunk(_chunk(**override))
     assert e.value.reason == reason.value
@@ -117,14 +138,19 @@ def test_every_control_kind_has_a_body_rule() -> None:
     assert set(_BODY_RULES) == set(ControlKind)
 
 
-@pytest.mark.parametrize("ctrl", [
-    Control(ControlKind.PROBE, 9, 1, 3, 17, 0, 8000, 42),
-    Control(ControlKind.BITMAP, 9, 1, 3, 17, 5, 8000, 42, pack_bitmap([True, False] * 8 + [True])),
-    Control(ControlKind.STOP, 2**32 - 1, 65535, 0, 17, 17, 0),
-    Control(ControlKind.HELLO, tensor_id=2, body=bytes(range(16))),
-    Control(ControlKind.READY, tensor_id=2, body=bytes(16)),
-    Control(ControlKind.ABORT, body="worker 2 vanished ✗".encode()),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "ctrl",
+    [
+        Control(ControlKind.PROBE, 9, 1, 3, 17, 0, 8000, 42),
+        Control(
+            ControlKind.BITMAP, 9, 1, 3, 17, 5, 8000, 42, pack_bitmap([True, False] * 8 + [True])
+        ),
+        Control(ControlKind.STOP, 2**32 - 1, 65535, 0, 17, 17, 0),
+        Control(ControlKind.HELLO, tensor_id=2, body=bytes(range(16))),
+        Control(ControlKind.READY, tensor_id=2, body=bytes(16)),
+        Control(ControlKind.ABORT, body="worker 2 vanished ✗".encode()),
+    ],
+)
 def test_control_messages_round_trip(ctrl: Control) -> None:
     assert decode_control(encode_control(ctrl)) == ctrl
 
@@ -136,10 +162,13 @@ def test_bitmap_flags_are_lsb_first() -> None:
     assert decode_control(encode_control(c)).bitmap() == flags
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (b"Dc", "short"),
-    (b"\x00" * CONTROL_HEADER_BYTES, "bad_magic"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"Dc", "short"),
+        (b"\x00" * CONTROL_HEADER_BYTES, "bad_magic"),
+    ],
+)
 def test_malformed_control_is_rejected(data: bytes, reason: str) -> None:
     with pytest.raises(DblpWireError) as e:
         decode_control(data)

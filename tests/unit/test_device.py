@@ -15,8 +15,8 @@ from switch.pipeline.v1model import V1Switch
 from switch.schema import ActionCall
 
 PROG = Path(__file__).resolve().parents[1] / "p4" / "cpu_port.p4"
-ETH = bytes.fromhex("020000000001" "020000000002" "0800") + b"payload"
-TELEMETRY = bytes.fromhex("020000000001" "020000000002" "88b5") + bytes(20) + b"data"
+ETH = bytes.fromhex("0200000000010200000000020800") + b"payload"
+TELEMETRY = bytes.fromhex("02000000000102000000000288b5") + bytes(20) + b"data"
 
 
 class Clock:
@@ -71,7 +71,7 @@ def test_queue_telemetry_reaches_egress(device: tuple[Device, Clock]) -> None:
         clock.t = 1000 + step * 1000
         out += dev.service_queues()
     assert len(out) == 3
-    fields = [[int.from_bytes(p[14 + 4 * i: 18 + 4 * i], "big") for i in range(4)] for _, p in out]
+    fields = [[int.from_bytes(p[14 + 4 * i : 18 + 4 * i], "big") for i in range(4)] for _, p in out]
     enq_ts = [f[0] for f in fields]
     enq_depth = [f[1] for f in fields]
     deq_delta = [f[2] for f in fields]
@@ -85,8 +85,9 @@ def test_queue_telemetry_reaches_egress(device: tuple[Device, Clock]) -> None:
 def test_priority_queue_is_served_first(device: tuple[Device, Clock]) -> None:
     dev, clock = device
     src_hi = bytes.fromhex("0200000000ff")
-    dev.state.table("qos").insert(TableEntry((int(src_hi.hex(), 16),),
-                                             action=ActionCall("I.set_priority", (1,))))
+    dev.state.table("qos").insert(
+        TableEntry((int(src_hi.hex(), 16),), action=ActionCall("I.set_priority", (1,)))
+    )
     run_command(dev.state, dev.tm, "set_queue_rate 1000 2")
     low = TELEMETRY
     high = TELEMETRY[:6] + src_hi + TELEMETRY[12:]
@@ -211,8 +212,9 @@ def test_cli_table_add_takes_simple_switch_cli_syntax() -> None:
     from switch.compile import load_program
 
     sw = V1Switch(load_program(Path(__file__).resolve().parents[2] / "p4" / "ipv6_router.p4"))
-    out = run_command(sw.state, None, "table_add ipv6_lpm ipv6_forward 2001:db8::/32 => "
-                                      "00:00:00:00:00:02 3")
+    out = run_command(
+        sw.state, None, "table_add ipv6_lpm ipv6_forward 2001:db8::/32 => 00:00:00:00:00:02 3"
+    )
     assert "handle 0" in out
     e = sw.state.table("ipv6_lpm").entries()[0]
     assert e.match == ((0x20010DB8 << 96, 32),) and e.action.args == (2, 3)
@@ -233,8 +235,18 @@ def test_cli_table_add_takes_simple_switch_cli_syntax() -> None:
 def test_tf_switch_queue_options_apply_to_every_port() -> None:
     from switch.daemon import SwitchDaemon, parse_args
 
-    args = parse_args(["--no-p4", "--queue-rate", "20mbps", "--queue-depth", "16", "--",
-                       "--grpc-server-addr", "127.0.0.1:1"])  # fmt: skip
+    args = parse_args(
+        [
+            "--no-p4",
+            "--queue-rate",
+            "20mbps",
+            "--queue-depth",
+            "16",
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:1",
+        ]
+    )
     tm = SwitchDaemon(args).device.tm
     pq = tm.port(7)
     assert (pq.rate_pps, pq.rate_bps) == (0.0, 20e6)

@@ -110,9 +110,18 @@ def add_route(sw: V1Switch, prefix: int, plen: int, port: int) -> None:
     sw.state.table("routes").insert(entry(((prefix, plen),), "FabricIngress.set_egress_port", port))
 
 
-def udp_frame(dst: int, *, src: int = carrier(NIC_SRC), hlim: int = 64, sport: int = 49152,
-              dport: int = 4791, tc: int = 0, fl: int = 0, payload: bytes = b"tailfabric" * 4,
-              srh: IPv6ExtHdrSegmentRouting | None = None) -> bytes:  # fmt: skip
+def udp_frame(
+    dst: int,
+    *,
+    src: int = carrier(NIC_SRC),
+    hlim: int = 64,
+    sport: int = 49152,
+    dport: int = 4791,
+    tc: int = 0,
+    fl: int = 0,
+    payload: bytes = b"tailfabric" * 4,
+    srh: IPv6ExtHdrSegmentRouting | None = None,
+) -> bytes:
     ip6 = IPv6(src=addr(src), dst=addr(dst), hlim=hlim, tc=tc, fl=fl)
     l4 = UDP(sport=sport, dport=dport, chksum=0x1234) / Raw(payload)
     pkt = Ether(dst=MAC_A, src=MAC_B) / ip6
@@ -122,8 +131,9 @@ def udp_frame(dst: int, *, src: int = carrier(NIC_SRC), hlim: int = 64, sport: i
 
 def make_srh(segments: list[int], segleft: int, nh: int = 17) -> IPv6ExtHdrSegmentRouting:
     """An SRH whose Segment List[i] is segments[i] (segments[0] is the last segment)."""
-    return IPv6ExtHdrSegmentRouting(nh=nh, addresses=[addr(s) for s in segments],
-                                    segleft=segleft, lastentry=len(segments) - 1)  # fmt: skip
+    return IPv6ExtHdrSegmentRouting(
+        nh=nh, addresses=[addr(s) for s in segments], segleft=segleft, lastentry=len(segments) - 1
+    )
 
 
 def dst_of(frame: bytes) -> int:
@@ -164,8 +174,9 @@ def leaf2(prog: Fabric) -> V1Switch:
     add_sid(sw, LEAF2)
     add_route(sw, *sid48(SPINE1), 5)
     add_route(sw, *sid48(NIC_DST), 7)  # the destination host
-    sw.state.table("port_mac").insert(entry((7,), "FabricEgress.set_macs",
-                                            0x02000000AA07, 0x02000000BB07))  # fmt: skip
+    sw.state.table("port_mac").insert(
+        entry((7,), "FabricEgress.set_macs", 0x02000000AA07, 0x02000000BB07)
+    )
     return sw
 
 
@@ -324,8 +335,7 @@ def _raw_srh(nh: int, ext_len: int, rtype: int, sl: int, le: int, segments: list
 
 
 def _frame_with_raw_rh(dst: int, rh: bytes, tail: bytes = b"\x00" * 24) -> bytes:
-    ip6 = IPv6(src=addr(carrier(NIC_SRC)), dst=addr(dst), nh=43, hlim=64,
-               plen=len(rh) + len(tail))  # fmt: skip
+    ip6 = IPv6(src=addr(carrier(NIC_SRC)), dst=addr(dst), nh=43, hlim=64, plen=len(rh) + len(tail))
     return bytes(Ether(dst=MAC_A, src=MAC_B) / ip6) + rh + tail
 
 
@@ -336,8 +346,12 @@ SEGS = [ip("2001:db8::5"), ip("fc00:0:2::"), ME]
 @pytest.mark.parametrize(
     ("rh", "reason"),
     [
-        pytest.param(_raw_srh(17, 6, 4, 4, 2, SEGS), DROP_SRH_MALFORMED, id="sl-above-last-entry+1"),
-        pytest.param(_raw_srh(17, 4, 4, 2, 2, SEGS), DROP_SRH_MALFORMED, id="hdr-ext-len-too-small"),
+        pytest.param(
+            _raw_srh(17, 6, 4, 4, 2, SEGS), DROP_SRH_MALFORMED, id="sl-above-last-entry+1"
+        ),
+        pytest.param(
+            _raw_srh(17, 4, 4, 2, 2, SEGS), DROP_SRH_MALFORMED, id="hdr-ext-len-too-small"
+        ),
         pytest.param(_raw_srh(17, 6, 0, 1, 2, SEGS), DROP_SRH_MALFORMED, id="routing-type-0"),
         pytest.param(_raw_srh(17, 18, 4, 5, 8, [ME] * 9), DROP_SRH_TOO_DEEP, id="nine-segments"),
         pytest.param(_raw_srh(17, 6, 4, 2, 2, SEGS)[:40], DROP_PARSER_ERROR, id="truncated"),
@@ -413,11 +427,18 @@ def test_ecmp_spreads_flows_and_keeps_each_flow_on_one_path(prog: Fabric) -> Non
     assert min(by_port.values()) >= 60  # 400 flows over 4 paths: roughly 100 each
     # the flow label and TCP ports are part of the flow too
     rng = random.Random(1)
-    labels = {one(sw.process(1, udp_frame(dst, src=src, fl=rng.getrandbits(20))))[0]
-              for _ in range(64)}  # fmt: skip
+    labels = {
+        one(sw.process(1, udp_frame(dst, src=src, fl=rng.getrandbits(20))))[0] for _ in range(64)
+    }
     assert len(labels) >= 3
-    tcp = [bytes(Ether(dst=MAC_A, src=MAC_B) / IPv6(src=addr(src), dst=addr(dst)) / TCP(sport=s, dport=80))
-           for s in range(1000, 1064)]  # fmt: skip
+    tcp = [
+        bytes(
+            Ether(dst=MAC_A, src=MAC_B)
+            / IPv6(src=addr(src), dst=addr(dst))
+            / TCP(sport=s, dport=80)
+        )
+        for s in range(1000, 1064)
+    ]
     assert len({one(sw.process(1, f))[0] for f in tcp}) >= 3
 
 
@@ -425,8 +446,9 @@ def test_routes_take_precedence_over_ecmp_and_single_members_work(prog: Fabric) 
     sw = ecmp_switch(prog)
     add_route(sw, ip("2001:db8:2::9"), 128, 20)
     assert one(sw.process(1, udp_frame(ip("2001:db8:2::9"))))[0] == 20
-    assert {one(sw.process(1, udp_frame(ip("2001:db8:3::1"), sport=s)))[0]
-            for s in range(50)} == {11}  # fmt: skip
+    assert {one(sw.process(1, udp_frame(ip("2001:db8:3::1"), sport=s)))[0] for s in range(50)} == {
+        11
+    }
 
 
 # ------------------------------------------------------------------------------ port state
@@ -467,8 +489,9 @@ def fabric_device(priority_queues: int = 1) -> tuple[Device, Clock]:
     program = load_device_config(cfg)
     dev.commit(Pipeline(program, build_p4info(program.schema), cfg, 1))
     assert dev.state is not None
-    dev.state.table("routes").insert(entry(((ip("2001:db8:2::"), 48),),
-                                           "FabricIngress.set_egress_port", 2))  # fmt: skip
+    dev.state.table("routes").insert(
+        entry(((ip("2001:db8:2::"), 48),), "FabricIngress.set_egress_port", 2)
+    )
     return dev, clock
 
 
@@ -550,7 +573,9 @@ def test_trimming_cuts_to_the_headers_marks_and_jumps_the_queue() -> None:
         got = Ether(f)
         if got[UDP].sport >= 5004:
             assert len(f) == 14 + 40 + 8 + 16
-            assert got[IPv6].plen == 24 and got[UDP].len == 24 and got[IPv6].tc == TRIM_DSCP << 2 | 2
+            assert (
+                got[IPv6].plen == 24 and got[UDP].len == 24 and got[IPv6].tc == TRIM_DSCP << 2 | 2
+            )
             assert bytes(got[UDP].payload) == payload[:16]
         else:
             assert len(f) == 14 + 40 + 8 + 200 and got[IPv6].tc == 0b10
@@ -577,8 +602,9 @@ def test_injected_loss_rate_is_within_binomial_bounds(prog: Fabric) -> None:
     add_route(sw, ip("2001:db8::"), 32, 3)
     p = 0.1
     threshold = round(p * 65536)
-    sw.state.table("loss_inject").insert(entry((3, (ip("2001:db8:2::"), 48)),
-                                               "FabricEgress.inject_loss", threshold))  # fmt: skip
+    sw.state.table("loss_inject").insert(
+        entry((3, (ip("2001:db8:2::"), 48)), "FabricEgress.inject_loss", threshold)
+    )
     n = 2000
     lossy = udp_frame(ip("2001:db8:2::1"))
     clean = udp_frame(ip("2001:db8:7::1"))
@@ -630,7 +656,11 @@ def test_link_probe_and_link_local_are_punted_with_packet_in(prog: Fabric) -> No
     pin = int.from_bytes(out[:3], "big")
     assert port == CPU_PORT and pin >> 15 == 5 and (pin >> 7) & 0xFF == PUNT_LINK_PROBE
     assert out[3:] == probe
-    ns = bytes(Ether(dst=MAC_A, src=MAC_B) / IPv6(src="fe80::1", dst="ff02::1:ff00:1", hlim=255) / Raw(b"\x87" * 24))
+    ns = bytes(
+        Ether(dst=MAC_A, src=MAC_B)
+        / IPv6(src="fe80::1", dst="ff02::1:ff00:1", hlim=255)
+        / Raw(b"\x87" * 24)
+    )
     port, out = one(sw.process(1, ns))
     assert port == CPU_PORT and (int.from_bytes(out[:3], "big") >> 7) & 0xFF == PUNT_LINK_LOCAL
 
@@ -656,9 +686,11 @@ def test_random_frames_never_crash_the_program(prog: Fabric) -> None:
     sw.state.table("my_sid").insert(entry(((ME, 48),), "FabricIngress.srv6_end_psp"))
     add_route(sw, 0, 0, 4)
     rng = random.Random(3)
-    base = [udp_frame(carrier(LEAF1, SPINE1, LEAF2, NIC_DST)),
-            udp_frame(ME, srh=make_srh(SEGS, segleft=2)),
-            _frame_with_raw_rh(ME, _raw_srh(17, 18, 4, 5, 8, [ME] * 9))]  # fmt: skip
+    base = [
+        udp_frame(carrier(LEAF1, SPINE1, LEAF2, NIC_DST)),
+        udp_frame(ME, srh=make_srh(SEGS, segleft=2)),
+        _frame_with_raw_rh(ME, _raw_srh(17, 18, 4, 5, 8, [ME] * 9)),
+    ]
     for _ in range(600):
         f = bytearray(rng.choice(base))
         for _ in range(rng.randrange(1, 4)):
@@ -673,16 +705,28 @@ P4C = shutil.which("p4c-bm2-ss")
 SIMPLE_SWITCH = shutil.which("simple_switch")
 SIMPLE_SWITCH_CLI = shutil.which("simple_switch_CLI")
 no_p4c = pytest.mark.skipif(P4C is None, reason="p4c-bm2-ss is not on PATH")
-no_bmv2 = pytest.mark.skipif(SIMPLE_SWITCH is None or SIMPLE_SWITCH_CLI is None,
-                             reason="BMv2 simple_switch / simple_switch_CLI is not on PATH")  # fmt: skip
+no_bmv2 = pytest.mark.skipif(
+    SIMPLE_SWITCH is None or SIMPLE_SWITCH_CLI is None,
+    reason="BMv2 simple_switch / simple_switch_CLI is not on PATH",
+)
 
 
 @pytest.fixture(scope="module")
 def p4c_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("p4c")
-    r = subprocess.run([str(P4C), "--p4runtime-files", str(out / "fabric.p4info.txtpb"),
-                        "-o", str(out / "fabric.json"), str(P4)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [
+            str(P4C),
+            "--p4runtime-files",
+            str(out / "fabric.p4info.txtpb"),
+            "-o",
+            str(out / "fabric.json"),
+            str(P4),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 
@@ -690,16 +734,29 @@ def p4c_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _summary(info: p4info_pb2.P4Info) -> dict[str, dict[str, object]]:
     """Names -> ids (plus key, parameter and metadata layouts) of every P4Info object."""
     out: dict[str, dict[str, object]] = {}
-    for kind in ("tables", "actions", "action_profiles", "counters", "direct_counters",
-                 "meters", "direct_meters", "controller_packet_metadata", "registers",
-                 "digests", "value_sets"):  # fmt: skip
+    for kind in (
+        "tables",
+        "actions",
+        "action_profiles",
+        "counters",
+        "direct_counters",
+        "meters",
+        "direct_meters",
+        "controller_packet_metadata",
+        "registers",
+        "digests",
+        "value_sets",
+    ):
         objs: dict[str, object] = {}
         for o in getattr(info, kind):
             detail: object = o.preamble.id
             if kind == "tables":
-                detail = (o.preamble.id,
-                          [(f.id, f.name, f.bitwidth, f.match_type) for f in o.match_fields],
-                          sorted(a.id for a in o.action_refs), o.implementation_id)  # fmt: skip
+                detail = (
+                    o.preamble.id,
+                    [(f.id, f.name, f.bitwidth, f.match_type) for f in o.match_fields],
+                    sorted(a.id for a in o.action_refs),
+                    o.implementation_id,
+                )
             elif kind == "actions":
                 detail = (o.preamble.id, [(p.id, p.name, p.bitwidth) for p in o.params])
             elif kind == "controller_packet_metadata":
@@ -728,9 +785,18 @@ def test_bmv2_loads_fabric_and_accepts_the_controller_entries(p4c_build: Path) -
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         thrift = s.getsockname()[1]
-    sw = subprocess.Popen([str(SIMPLE_SWITCH), "--thrift-port", str(thrift), "--device-id", "7",
-                           str(build / "fabric.json")],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    sw = subprocess.Popen(
+        [
+            str(SIMPLE_SWITCH),
+            "--thrift-port",
+            str(thrift),
+            "--device-id",
+            "7",
+            str(build / "fabric.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -741,22 +807,32 @@ def test_bmv2_loads_fabric_and_accepts_the_controller_entries(p4c_build: Path) -
             except OSError:
                 assert time.monotonic() < deadline, "simple_switch did not open its thrift port"
                 time.sleep(0.2)
-        commands = "\n".join([
-            "table_add FabricIngress.my_sid FabricIngress.usid_un fcbb:bb00:1001::/48 =>",
-            "table_add FabricIngress.my_sid FabricIngress.usid_ua fcbb:bb00:e006::/48 => 6",
-            "table_add FabricIngress.routes FabricIngress.set_egress_port fcbb:bb00:2001::/48 => 5",
-            "table_add FabricIngress.srh_insert FabricIngress.srh_insert_2 2 fcbb:bb00:8021::/48"
-            " => fcbb:bb00:2002:1002::",
-            "table_add FabricIngress.port_state FabricIngress.port_down 7 =>",
-            "table_add FabricIngress.trim_config FabricIngress.set_trim 5 => 32 64 1",
-            "table_add FabricEgress.ecn_config FabricEgress.set_ecn_threshold 5 => 20",
-            "table_add FabricEgress.burst_config FabricEgress.track_bursts 5 => 32 4",
-            "table_add FabricEgress.loss_inject FabricEgress.inject_loss 5 fcbb:bb00::/32 => 655",
-            "act_prof_create_member FabricIngress.ecmp_selector FabricIngress.set_egress_port 5",
-            "counter_read drop_reasons 3",
-        ]) + "\n"  # fmt: skip
-        r = subprocess.run([str(SIMPLE_SWITCH_CLI), "--thrift-port", str(thrift)],
-                           input=commands, capture_output=True, text=True, timeout=60)  # fmt: skip
+        commands = (
+            "\n".join(
+                [
+                    "table_add FabricIngress.my_sid FabricIngress.usid_un fcbb:bb00:1001::/48 =>",
+                    "table_add FabricIngress.my_sid FabricIngress.usid_ua fcbb:bb00:e006::/48 => 6",
+                    "table_add FabricIngress.routes FabricIngress.set_egress_port fcbb:bb00:2001::/48 => 5",
+                    "table_add FabricIngress.srh_insert FabricIngress.srh_insert_2 2 fcbb:bb00:8021::/48"
+                    " => fcbb:bb00:2002:1002::",
+                    "table_add FabricIngress.port_state FabricIngress.port_down 7 =>",
+                    "table_add FabricIngress.trim_config FabricIngress.set_trim 5 => 32 64 1",
+                    "table_add FabricEgress.ecn_config FabricEgress.set_ecn_threshold 5 => 20",
+                    "table_add FabricEgress.burst_config FabricEgress.track_bursts 5 => 32 4",
+                    "table_add FabricEgress.loss_inject FabricEgress.inject_loss 5 fcbb:bb00::/32 => 655",
+                    "act_prof_create_member FabricIngress.ecmp_selector FabricIngress.set_egress_port 5",
+                    "counter_read drop_reasons 3",
+                ]
+            )
+            + "\n"
+        )
+        r = subprocess.run(
+            [str(SIMPLE_SWITCH_CLI), "--thrift-port", str(thrift)],
+            input=commands,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         assert "Error" not in r.stdout and "Invalid" not in r.stdout, r.stdout
         assert r.stdout.count("Entry has been added with handle") == 9, r.stdout

@@ -22,13 +22,34 @@ from host.stream_agent import RecvRow, RunSpec, _missing, host_args, parse_args
 from topologies.model import FabricSpec, build_fabric
 
 
-@pytest.mark.parametrize("spec", [
-    RunSpec("t.json", "h1", "mrc", send_to=("h3", "h4"), expect=2, msg_bytes=4096, depth=4,
-            duration_s=1.5, sample_ms=0.5, out_dir="/tmp/x"),
-    RunSpec("t.json", "h3", "tcp", expect=1, tcp_port=5000, plain_cc=True),
-    RunSpec("t.json", "h1", "single_path", send_to=("h2",), bench_sizes=(4096, 65536),
-            bench_goodput_bytes=1 << 20, bench_mct_messages=7, fixed_window_bytes=65536),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec",
+    [
+        RunSpec(
+            "t.json",
+            "h1",
+            "mrc",
+            send_to=("h3", "h4"),
+            expect=2,
+            msg_bytes=4096,
+            depth=4,
+            duration_s=1.5,
+            sample_ms=0.5,
+            out_dir="/tmp/x",
+        ),
+        RunSpec("t.json", "h3", "tcp", expect=1, tcp_port=5000, plain_cc=True),
+        RunSpec(
+            "t.json",
+            "h1",
+            "single_path",
+            send_to=("h2",),
+            bench_sizes=(4096, 65536),
+            bench_goodput_bytes=1 << 20,
+            bench_mct_messages=7,
+            fixed_window_bytes=65536,
+        ),
+    ],
+)
 def test_runner_command_line_round_trips(spec: RunSpec) -> None:
     assert parse_args(host_args(spec)) == spec
 
@@ -75,14 +96,18 @@ def test_collision_pattern_is_every_cross_leaf_pair_and_capacity_is_the_receiver
     assert 0.9 < PAYLOAD_EFFICIENCY < 0.92
 
 
-@pytest.mark.parametrize("series, expected", [
-    ([(t / 1e3, 10.0) for t in range(0, 400, 5)], 0.0),  # never below the threshold
-    ([(t / 1e3, 10.0 if t < 10 or t >= 60 else 1.0) for t in range(0, 400, 5)], 0.06),
-    ([(t / 1e3, 1.0) for t in range(0, 400, 5)], None),  # never recovers
-    ([(t / 1e3, 10.0 if t != 30 else 1.0) for t in range(0, 400, 5)], 0.035),  # one dip
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "series, expected",
+    [
+        ([(t / 1e3, 10.0) for t in range(0, 400, 5)], 0.0),  # never below the threshold
+        ([(t / 1e3, 10.0 if t < 10 or t >= 60 else 1.0) for t in range(0, 400, 5)], 0.06),
+        ([(t / 1e3, 1.0) for t in range(0, 400, 5)], None),  # never recovers
+        ([(t / 1e3, 10.0 if t != 30 else 1.0) for t in range(0, 400, 5)], 0.035),  # one dip
+    ],
+)
 def test_recovery_is_when_the_window_goodput_holds_above_the_threshold(
-        series: list[tuple[float, float]], expected: float | None) -> None:  # fmt: skip
+    series: list[tuple[float, float]], expected: float | None
+) -> None:
     got = failover._recovery_s(series, 0.0, 5.0, hold_s=0.1, horizon_s=0.2)
     assert got == pytest.approx(expected) if expected is not None else got is None
 

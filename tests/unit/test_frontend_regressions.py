@@ -31,8 +31,14 @@ struct M {}
 
 
 def _prog(decls: str, ingress: str) -> str:
-    return (HEAD + decls + "\ncontrol I(inout H h, inout M m, inout standard_metadata_t sm) {\n"
-            + ingress + "\n}\n" + TAIL)  # fmt: skip
+    return (
+        HEAD
+        + decls
+        + "\ncontrol I(inout H h, inout M m, inout standard_metadata_t sm) {\n"
+        + ingress
+        + "\n}\n"
+        + TAIL
+    )
 
 
 def test_other_package_is_reported_as_not_supported() -> None:
@@ -69,8 +75,7 @@ def test_direct_type_invocation_gets_its_own_instance_names() -> None:
     table t { actions = { inc; } default_action = inc(); }
     apply { t.apply(); }
 }"""
-    prog = compile_source(_prog(decls, "apply { Cnt.apply(h.h.a); Cnt.apply(h.h.a); }"),
-                          "prog.p4")  # fmt: skip
+    prog = compile_source(_prog(decls, "apply { Cnt.apply(h.h.a); Cnt.apply(h.h.a); }"), "prog.p4")
     names = sorted(t.name for t in prog.schema.tables)
     assert names == ["I.Cnt_0.t", "I.Cnt_1.t"]
 
@@ -116,8 +121,9 @@ def test_digest_fields_are_read_at_the_end_of_ingress_as_bmv2_does() -> None:
 
 
 def test_a_list_digest_keeps_the_values_of_the_call() -> None:
-    src = DIGEST_TIMING.replace("digest<d_t>(1, meta.d);              // a field reference: read "
-                                "when ingress ends", "")
+    src = DIGEST_TIMING.replace(
+        "digest<d_t>(1, meta.d);              // a field reference: read when ingress ends", ""
+    )
     sw = V1Switch(compile_source(src, "digest_list.p4"))
     sw.process(0, b"\x09")
     assert [v for _, v in sw.state.digests] == [(5, 9)]

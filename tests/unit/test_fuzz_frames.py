@@ -32,8 +32,9 @@ def program() -> CompiledProgram:
 
 def _seeds() -> list[bytes]:
     eth = Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02")
-    srh = IPv6ExtHdrSegmentRouting(addresses=["2001:db8::1", "2001:db8::2", "2001:db8::3"],
-                                   segleft=2)  # fmt: skip
+    srh = IPv6ExtHdrSegmentRouting(
+        addresses=["2001:db8::1", "2001:db8::2", "2001:db8::3"], segleft=2
+    )
     return [
         bytes(eth / IP(dst="10.0.0.1") / UDP(sport=1, dport=2) / b"payload"),
         bytes(eth / Dot1Q(vlan=10) / Dot1Q(vlan=20) / IPv6(dst="2001:db8::9") / UDP() / b"x"),

@@ -12,8 +12,14 @@ TARGET_US = 1000.0
 
 
 def window(**kw: object) -> NsccWindow:
-    cfg = CcConfig(**{"base_rtt_us": 100.0, "target_qdelay_us": TARGET_US,  # type: ignore[arg-type]
-                      "initial_cwnd_bytes": 100_000, **kw})
+    cfg = CcConfig(
+        **{
+            "base_rtt_us": 100.0,
+            "target_qdelay_us": TARGET_US,  # type: ignore[arg-type]
+            "initial_cwnd_bytes": 100_000,
+            **kw,
+        }
+    )
     return NsccWindow(cfg)
 
 

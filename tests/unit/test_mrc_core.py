@@ -35,8 +35,15 @@ from host.wire import (
 CFG = MrcConfig(payload_bytes=1000)
 # a 64 KB window over a 1 ms RTT: 64 MB/s, so a few MB take long enough to fail a plane midway
 PACED = replace(CFG, rto_min_ms=20, cc=CcConfig(initial_cwnd_bytes=64_000, max_cwnd_bytes=64_000))
-LOSSY = LinkProfile(delay_ms=0.5, jitter_ms=0.5, loss=0.25, duplicate=0.1, corrupt=0.1,
-                    reorder=0.2, reorder_delay_ms=3.0)  # fmt: skip
+LOSSY = LinkProfile(
+    delay_ms=0.5,
+    jitter_ms=0.5,
+    loss=0.25,
+    duplicate=0.1,
+    corrupt=0.1,
+    reorder=0.2,
+    reorder_delay_ms=3.0,
+)
 
 
 def submit(pair: CorePair, msgs: list[bytes], reliable: bool = True, side: int = 0) -> None:
@@ -164,9 +171,10 @@ def test_unreliable_mode_reports_exactly_the_packets_that_arrived() -> None:
         assert got[mid].arrived == arrived
         if arrived:
             for i in range(5):
-                chunk = got[mid].data[i * 1000:(i + 1) * 1000]
-                assert chunk == (msgs[mid][i * 1000:(i + 1) * 1000] if i in arrived
-                                 else bytes(len(chunk)))  # fmt: skip
+                chunk = got[mid].data[i * 1000 : (i + 1) * 1000]
+                assert chunk == (
+                    msgs[mid][i * 1000 : (i + 1) * 1000] if i in arrived else bytes(len(chunk))
+                )
         else:
             assert got[mid].msg_len is None and got[mid].data == b""
     assert got[1].complete and got[1].digest_ok and got[1].data == msgs[1]
@@ -225,11 +233,21 @@ def test_wrong_bytes_with_valid_checksums_are_never_delivered() -> None:
         if side == 0 and data_psn(data) == 2:  # forge the payload, fix its CRC and header CRC
             pkt = decode(data)
             forged = bytes(len(pkt.payload))  # type: ignore[union-attr]
-            return encode_data(flags=pkt.flags, ev=pkt.ev, src_host=pkt.src_host,
-                               dst_host=pkt.dst_host, conn_id=pkt.conn_id, psn=pkt.psn,  # type: ignore[union-attr]
-                               msg_id=pkt.msg_id, msg_len=pkt.msg_len, index=pkt.index,  # type: ignore[union-attr]
-                               ts_us=pkt.ts_us, stride=pkt.stride, digest=pkt.digest,  # type: ignore[union-attr]
-                               payload=forged)  # fmt: skip
+            return encode_data(
+                flags=pkt.flags,
+                ev=pkt.ev,
+                src_host=pkt.src_host,
+                dst_host=pkt.dst_host,
+                conn_id=pkt.conn_id,
+                psn=pkt.psn,  # type: ignore[union-attr]
+                msg_id=pkt.msg_id,
+                msg_len=pkt.msg_len,
+                index=pkt.index,  # type: ignore[union-attr]
+                ts_us=pkt.ts_us,
+                stride=pkt.stride,
+                digest=pkt.digest,  # type: ignore[union-attr]
+                payload=forged,
+            )
         return data
 
     pair = CorePair(CFG, tap=tap)
@@ -326,9 +344,25 @@ def test_window_never_exceeds_cwnd_and_ecn_marks_shrink_it() -> None:
 
 
 def test_checksum_of_a_trimmed_header_still_verifies() -> None:
-    raw = encode_data(flags=0, ev=0, src_host=0, dst_host=1, conn_id=1, psn=0, msg_id=0,
-                      msg_len=10, index=0, ts_us=0, stride=10, digest=bytes(16), payload=b"x" * 10)  # fmt: skip
-    assert zlib.crc32(raw[DATA_HEADER_BYTES:]) == struct.unpack_from("!I", raw, DATA_HEADER_BYTES - 4)[0]
+    raw = encode_data(
+        flags=0,
+        ev=0,
+        src_host=0,
+        dst_host=1,
+        conn_id=1,
+        psn=0,
+        msg_id=0,
+        msg_len=10,
+        index=0,
+        ts_us=0,
+        stride=10,
+        digest=bytes(16),
+        payload=b"x" * 10,
+    )
+    assert (
+        zlib.crc32(raw[DATA_HEADER_BYTES:])
+        == struct.unpack_from("!I", raw, DATA_HEADER_BYTES - 4)[0]
+    )
 
 
 def test_an_ev_marked_bad_has_all_its_in_flight_packets_resent_at_once() -> None:
@@ -377,9 +411,21 @@ def test_denying_an_ev_resends_what_it_carried() -> None:
 
 
 def _data(psn: int, ev: int, payload: bytes, msg: bytes) -> DataPacket:
-    return DataPacket(flags=0, ev=ev, src_host=1, dst_host=2, conn_id=7, psn=psn, msg_id=0,
-                      msg_len=len(msg), index=psn, ts_us=1000 + psn, stride=len(payload),
-                      digest=digest_of(msg), payload=payload)  # fmt: skip
+    return DataPacket(
+        flags=0,
+        ev=ev,
+        src_host=1,
+        dst_host=2,
+        conn_id=7,
+        psn=psn,
+        msg_id=0,
+        msg_len=len(msg),
+        index=psn,
+        ts_us=1000 + psn,
+        stride=len(payload),
+        digest=digest_of(msg),
+        payload=payload,
+    )
 
 
 def test_reordered_packets_get_an_ack_at_once_only_when_configured() -> None:
@@ -411,8 +457,9 @@ def test_a_packet_overtaken_on_another_ev_waits_at_least_the_overtaking_rtt() ->
     cfg = replace(PACED, ack_every_packets=1)  # an RTT sample on every EV
     pair = CorePair(cfg, default=LinkProfile(delay_ms=1.0))
     submit(pair, [os.urandom(200_000)])
-    pair.run(lambda p: all(e.srtt > 0 for e in p.a.evs.paths) and len(p.a.sender.flight) > 8,
-             max_s=1)  # fmt: skip
+    pair.run(
+        lambda p: all(e.srtt > 0 for e in p.a.evs.paths) and len(p.a.sender.flight) > 8, max_s=1
+    )
     s = pair.a.sender
     x = next(q for q in s.flight.values() if q.ev == 1)
     y = next(q for q in s.flight.values() if q.ev != 1 and q.xmit_seq > x.xmit_seq)
@@ -440,8 +487,9 @@ def test_only_an_ack_echoing_the_resend_counts_for_rack() -> None:
         s.on_transmitted(x, 0, 4242, now)
         before = dict(s.ev_rack_seq), s.rack_seq
         echo = (x.psn, 4242, 0) if echoes_resend else (0, 0, NO_EV)
-        ack = AckPacket(PacketType.ACK, 0, 2, 1, 0, 7, s.una, 1 << 30, *echo, 0,
-                        1 << (x.psn - s.una - 1), 2048)  # fmt: skip
+        ack = AckPacket(
+            PacketType.ACK, 0, 2, 1, 0, 7, s.una, 1 << 30, *echo, 0, 1 << (x.psn - s.una - 1), 2048
+        )
         s.on_ack(ack, now + 0.001, 4242 + 1000)
         assert x.psn not in s.unacked
         assert ((dict(s.ev_rack_seq), s.rack_seq) != before) is echoes_resend

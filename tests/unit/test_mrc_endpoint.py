@@ -33,8 +33,14 @@ class Pair:
         self.emu, self.a, self.b = emu, a, b
 
 
-def make_pair(profile: LinkProfile, cfg: MrcConfig = CFG, *, single_path: bool = False,
-              fabric: Fabric = FABRIC, seed: int = 1) -> Pair:  # fmt: skip
+def make_pair(
+    profile: LinkProfile,
+    cfg: MrcConfig = CFG,
+    *,
+    single_path: bool = False,
+    fabric: Fabric = FABRIC,
+    seed: int = 1,
+) -> Pair:
     emu = EmuNetwork.for_fabric(fabric, profile, seed=seed)
     kind = SinglePathEndpoint if single_path else Endpoint
     a = kind(emu.port(0), 0, RouteTable.from_fabric(fabric, "h1"), cfg, sample_interval_ms=5)
@@ -53,8 +59,15 @@ def closing() -> Iterator[list[Pair]]:
 
 
 def test_messages_arrive_intact_and_in_order_over_a_hostile_network(closing: list[Pair]) -> None:
-    bad = LinkProfile(delay_ms=0.3, jitter_ms=0.3, loss=0.2, duplicate=0.05, corrupt=0.05,
-                      reorder=0.1, reorder_delay_ms=2.0)  # fmt: skip
+    bad = LinkProfile(
+        delay_ms=0.3,
+        jitter_ms=0.3,
+        loss=0.2,
+        duplicate=0.05,
+        corrupt=0.05,
+        reorder=0.1,
+        reorder_delay_ms=2.0,
+    )
     p = make_pair(bad)
     closing.append(p)
     rng = random.Random(5)
@@ -105,10 +118,15 @@ def test_plane_failure_loses_no_message_and_moves_traffic_quickly(closing: list[
     assert len(arrivals) == len(msgs)
     after = [t for t in arrivals if t >= fail_at]
     gap = max(b - a for a, b in zip([fail_at, *after], after))
-    marked = [e.t_s - fail_at for e in p.a.recorder.events(EventKind.EV_STATE)
-              if "assumed_bad" in e.detail and e.t_s >= fail_at]  # fmt: skip
-    print(f"\nMRC plane failure on the emulator: plane-1 EVs ASSUMED_BAD after "
-          f"{[f'{1e3 * t:.1f} ms' for t in marked[:2]]}, longest delivery gap {1e3 * gap:.1f} ms")
+    marked = [
+        e.t_s - fail_at
+        for e in p.a.recorder.events(EventKind.EV_STATE)
+        if "assumed_bad" in e.detail and e.t_s >= fail_at
+    ]
+    print(
+        f"\nMRC plane failure on the emulator: plane-1 EVs ASSUMED_BAD after "
+        f"{[f'{1e3 * t:.1f} ms' for t in marked[:2]]}, longest delivery gap {1e3 * gap:.1f} ms"
+    )
     states = {e.ev_id: e.state for e in conn.ev_stats()}
     assert states[2] is EvState.ASSUMED_BAD and states[3] is EvState.ASSUMED_BAD
     assert states[0] is EvState.GOOD or states[1] is EvState.GOOD

@@ -15,8 +15,11 @@ from host.mrc.sim import sim_evs
 
 def table(n_planes: int = 2, spines: int = 2, **cfg: object) -> tuple[EvTable, list[tuple]]:
     events: list[tuple] = []
-    t = EvTable(sim_evs(n_planes, spines), EvConfig(**cfg),  # type: ignore[arg-type]
-                notify=lambda *e: events.append(e))
+    t = EvTable(
+        sim_evs(n_planes, spines),
+        EvConfig(**cfg),  # type: ignore[arg-type]
+        notify=lambda *e: events.append(e),
+    )
     return t, events
 
 

@@ -29,7 +29,9 @@ def _has_ipv6_loopback() -> bool:
 pytestmark = pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback (::1)")
 
 
-def udp_pair(planes: int = 2, spines: int = 2, single_path: bool = False) -> tuple[Endpoint, Endpoint]:
+def udp_pair(
+    planes: int = 2, spines: int = 2, single_path: bool = False
+) -> tuple[Endpoint, Endpoint]:
     na, nb = UdpNetwork(loopback_nics(planes)), UdpNetwork(loopback_nics(planes))
     cfg = loopback_config()
     if single_path:

@@ -62,8 +62,12 @@ def test_route_table_lookups_and_errors() -> None:
 
 def test_loopback_evs_share_a_plane_socket_per_plane() -> None:
     evs = loopback_evs([4000, 4001], spines=2)
-    assert [(e.ev_id, e.plane, e.dest[1]) for e in evs] == [(0, 0, 4000), (1, 0, 4000),
-                                                              (2, 1, 4001), (3, 1, 4001)]  # fmt: skip
+    assert [(e.ev_id, e.plane, e.dest[1]) for e in evs] == [
+        (0, 0, 4000),
+        (1, 0, 4000),
+        (2, 1, 4001),
+        (3, 1, 4001),
+    ]
 
 
 def test_messages_may_be_any_buffer_or_a_tensor_like_object() -> None:

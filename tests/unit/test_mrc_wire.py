@@ -31,11 +31,24 @@ from host.wire import (
 DIGEST = bytes(range(16))
 
 
-def data_packet(payload: bytes = b"x" * 100, *, index: int = 2, stride: int = 100,
-                msg_len: int = 1000) -> bytes:  # fmt: skip
-    return encode_data(flags=1, ev=3, src_host=4, dst_host=5, conn_id=0xDEADBEEF, psn=2**40 + 7,
-                       msg_id=9, msg_len=msg_len, index=index, ts_us=123456, stride=stride,
-                       digest=DIGEST, payload=payload)  # fmt: skip
+def data_packet(
+    payload: bytes = b"x" * 100, *, index: int = 2, stride: int = 100, msg_len: int = 1000
+) -> bytes:
+    return encode_data(
+        flags=1,
+        ev=3,
+        src_host=4,
+        dst_host=5,
+        conn_id=0xDEADBEEF,
+        psn=2**40 + 7,
+        msg_id=9,
+        msg_len=msg_len,
+        index=index,
+        ts_us=123456,
+        stride=stride,
+        digest=DIGEST,
+        payload=payload,
+    )
 
 
 SAMPLES: list[Packet] = [
@@ -78,8 +91,20 @@ def test_trimmed_data_keeps_a_valid_header_and_is_flagged() -> None:
 
 
 def test_sack_bitmap_is_cut_to_the_bit_limit() -> None:
-    raw = encode_ack(flags=0, ev=0, src_host=0, dst_host=1, conn_id=1, cum=10, credit=0,
-                     echo_psn=0, echo_ts=0, echo_ev=0, bitmap=(1 << 5000) | 1, max_bits=64)  # fmt: skip
+    raw = encode_ack(
+        flags=0,
+        ev=0,
+        src_host=0,
+        dst_host=1,
+        conn_id=1,
+        cum=10,
+        credit=0,
+        echo_psn=0,
+        echo_ts=0,
+        echo_ev=0,
+        bitmap=(1 << 5000) | 1,
+        max_bits=64,
+    )
     pkt = decode(raw)
     assert isinstance(pkt, AckPacket)
     assert len(raw) == ACK_HEADER_BYTES + 8 and pkt.bitmap == 1 and pkt.nbits == 64
@@ -90,29 +115,36 @@ def _with_fixed_crc(buf: bytearray, end: int) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("mutate,reason", [
-    (lambda b: b[:10], DropReason.SHORT),
-    (lambda b: b"\x00\x00" + b[2:], DropReason.BAD_MAGIC),
-    (lambda b: b[:2] + b"\x09" + b[3:], DropReason.BAD_VERSION),
-    (lambda b: b[:3] + b"\x63" + b[4:], DropReason.BAD_TYPE),
-    (lambda b: b + b"extra", DropReason.BAD_LENGTH),
-    (lambda b: b[:30] + bytes([b[30] ^ 1]) + b[31:], DropReason.BAD_CHECKSUM),
-    (lambda b: b[:-1] + bytes([b[-1] ^ 0x80]), DropReason.BAD_PAYLOAD_CHECKSUM),
-    (lambda b: b[:DATA_HEADER_BYTES - 1], DropReason.SHORT),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "mutate,reason",
+    [
+        (lambda b: b[:10], DropReason.SHORT),
+        (lambda b: b"\x00\x00" + b[2:], DropReason.BAD_MAGIC),
+        (lambda b: b[:2] + b"\x09" + b[3:], DropReason.BAD_VERSION),
+        (lambda b: b[:3] + b"\x63" + b[4:], DropReason.BAD_TYPE),
+        (lambda b: b + b"extra", DropReason.BAD_LENGTH),
+        (lambda b: b[:30] + bytes([b[30] ^ 1]) + b[31:], DropReason.BAD_CHECKSUM),
+        (lambda b: b[:-1] + bytes([b[-1] ^ 0x80]), DropReason.BAD_PAYLOAD_CHECKSUM),
+        (lambda b: b[: DATA_HEADER_BYTES - 1], DropReason.SHORT),
+    ],
+)
 def test_malformed_data_is_rejected_with_its_reason(mutate, reason: DropReason) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(WireError) as e:
         decode(mutate(data_packet()))
     assert e.value.reason is reason
 
 
-@pytest.mark.parametrize("index,stride,msg_len,payload", [
-    (10, 100, 1000, b"x" * 100),  # offset beyond the message
-    (9, 100, 950, b"x" * 100),  # last packet longer than what is left
-    (0, 0, 10, b""),  # zero stride for a non-empty message
-])  # fmt: skip
-def test_inconsistent_placement_fields_are_rejected(index: int, stride: int, msg_len: int,
-                                                     payload: bytes) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    "index,stride,msg_len,payload",
+    [
+        (10, 100, 1000, b"x" * 100),  # offset beyond the message
+        (9, 100, 950, b"x" * 100),  # last packet longer than what is left
+        (0, 0, 10, b""),  # zero stride for a non-empty message
+    ],
+)
+def test_inconsistent_placement_fields_are_rejected(
+    index: int, stride: int, msg_len: int, payload: bytes
+) -> None:
     buf = bytearray(data_packet(b"x" * 100))
     struct.pack_into("!IIIIH", buf, 20 + 8, 9, msg_len, index, 123456, stride)
     raw = _with_fixed_crc(buf, DATA_HEADER_BYTES)
@@ -130,7 +162,7 @@ def test_ten_thousand_mutated_datagrams_raise_only_wire_errors() -> None:
         b = bytearray(rng.choice(valid))
         match rng.randrange(4):
             case 0:
-                b = b[:rng.randrange(len(b) + 1)]
+                b = b[: rng.randrange(len(b) + 1)]
             case 1:
                 for _ in range(rng.randint(1, 4)):
                     b[rng.randrange(len(b))] = rng.randrange(256)

@@ -46,8 +46,12 @@ def test_bad_program_is_rejected_at_the_right_place(path: Path) -> None:
 
 def test_cli_prints_position_and_source_line_without_traceback() -> None:
     path = ERR_DIR / "unknown_field.p4"
-    r = subprocess.run([sys.executable, "-m", "switch.cli", "check", str(path)],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "switch.cli", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     first = r.stderr.splitlines()[0]
@@ -68,11 +72,16 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 
 def _prog(ingress_body: str, decls: str = "") -> str:
-    return ("#include <v1model.p4>\nheader h_t { bit<8> a; bit<16> b; int<8> s; bit<8> c; }\n"
-            "struct H { h_t h; }\n" + decls +
-            "control I(inout H h, inout m_t m, inout standard_metadata_t sm) {\n"
-            + ingress_body + "\n}\n").replace("struct H { h_t h; }\n", "struct H { h_t h; }\nstruct m_t {}\n") + \
-        PROGRAM_TAIL.replace("struct m_t {}\n", "")  # fmt: skip
+    return (
+        "#include <v1model.p4>\nheader h_t { bit<8> a; bit<16> b; int<8> s; bit<8> c; }\n"
+        "struct H { h_t h; }\n"
+        + decls
+        + "control I(inout H h, inout m_t m, inout standard_metadata_t sm) {\n"
+        + ingress_body
+        + "\n}\n"
+    ).replace(
+        "struct H { h_t h; }\n", "struct H { h_t h; }\nstruct m_t {}\n"
+    ) + PROGRAM_TAIL.replace("struct m_t {}\n", "")
 
 
 @pytest.mark.parametrize(
@@ -89,8 +98,11 @@ def _prog(ingress_body: str, decls: str = "") -> str:
         ("action a(bit<8> x) {} apply { a(); }", "missing 'x'"),
         ("apply { h.h.a = h.h.a << h.h.s; }", "shift amount must be unsigned"),
         ("apply { bit<8> x = 300; h.h.a = 8w256; }", "does not fit in 8 bits"),
-        ("table t { key = { h.h.a: exact; } actions = { NoAction; } default_action = nope(); }"
-         " apply { t.apply(); }", "unknown action 'nope'"),
+        (
+            "table t { key = { h.h.a: exact; } actions = { NoAction; } default_action = nope(); }"
+            " apply { t.apply(); }",
+            "unknown action 'nope'",
+        ),
         ("apply { h.h.setValid(1); }", "takes no arguments"),
         ("apply { for (;;) {} }", "not supported"),
     ],
@@ -103,8 +115,9 @@ def test_type_errors_are_reported(body: str, message: str) -> None:
 
 
 def test_valid_program_compiles() -> None:
-    prog = compile_source(_prog("apply { h.h.a = h.h.a |+| 8w1; h.h.b = h.h.a ++ h.h.c; }"),
-                          "prog.p4")  # fmt: skip
+    prog = compile_source(
+        _prog("apply { h.h.a = h.h.a |+| 8w1; h.h.b = h.h.a ++ h.h.c; }"), "prog.p4"
+    )
     assert prog.schema.tables == []
 
 

@@ -25,29 +25,51 @@ def view() -> PipelineView:
 
 
 # The valid and invalid examples of the "Bytestrings" section of the specification.
-@pytest.mark.parametrize(("width", "data", "value"), [
-    (8, b"\x63", 99), (16, b"\x00\x63", 99), (16, b"\x63", 99), (16, b"\x30\x64", 12388),
-    (16, b"\x00\x30\x64", 12388), (12, b"\x00\x63", 99), (12, b"\x63", 99),
-    (12, b"\x00\x00\x63", 99),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("width", "data", "value"),
+    [
+        (8, b"\x63", 99),
+        (16, b"\x00\x63", 99),
+        (16, b"\x63", 99),
+        (16, b"\x30\x64", 12388),
+        (16, b"\x00\x30\x64", 12388),
+        (12, b"\x00\x63", 99),
+        (12, b"\x63", 99),
+        (12, b"\x00\x00\x63", 99),
+    ],
+)
 def test_unsigned_bytestrings_that_fit_are_accepted(width: int, data: bytes, value: int) -> None:
     assert decode_uint(data, width, "f") == value
 
 
-@pytest.mark.parametrize(("width", "data"), [
-    (8, b"\x01\x63"), (8, b""), (16, b"\x01\x00\x63"), (12, b"\x10\x63"), (12, b"\x01\x00\x63"),
-    (12, b"\x00\x40\x63"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("width", "data"),
+    [
+        (8, b"\x01\x63"),
+        (8, b""),
+        (16, b"\x01\x00\x63"),
+        (12, b"\x10\x63"),
+        (12, b"\x01\x00\x63"),
+        (12, b"\x00\x40\x63"),
+    ],
+)
 def test_unsigned_bytestrings_that_do_not_fit_are_out_of_range(width: int, data: bytes) -> None:
     with pytest.raises(P4RTError) as err:
         decode_uint(data, width, "f")
     assert err.value.code == OUT_OF_RANGE
 
 
-@pytest.mark.parametrize(("width", "data", "value"), [
-    (8, b"\x63", 99), (8, b"\x9d", -99), (8, b"\xff\x9d", -99), (12, b"\xfd\x1d", -739),
-    (16, b"\x00\x00", 0), (16, b"\x00", 0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("width", "data", "value"),
+    [
+        (8, b"\x63", 99),
+        (8, b"\x9d", -99),
+        (8, b"\xff\x9d", -99),
+        (12, b"\xfd\x1d", -739),
+        (16, b"\x00\x00", 0),
+        (16, b"\x00", 0),
+    ],
+)
 def test_signed_bytestrings(width: int, data: bytes, value: int) -> None:
     assert decode_sint(data, width, "f") == value
 
@@ -59,14 +81,24 @@ def test_signed_bytestrings_out_of_range(width: int, data: bytes) -> None:
     assert err.value.code == OUT_OF_RANGE
 
 
-@pytest.mark.parametrize(("value", "data"), [(0, b"\x00"), (1, b"\x01"), (255, b"\xff"),
-                                             (256, b"\x01\x00")])
+@pytest.mark.parametrize(
+    ("value", "data"), [(0, b"\x00"), (1, b"\x01"), (255, b"\xff"), (256, b"\x01\x00")]
+)
 def test_canonical_unsigned_encoding(value: int, data: bytes) -> None:
     assert encode_uint(value) == data
 
 
-@pytest.mark.parametrize(("value", "data"), [(0, b"\x00"), (-1, b"\xff"), (-128, b"\x80"),
-                                             (127, b"\x7f"), (128, b"\x00\x80"), (-739, b"\xfd\x1d")])
+@pytest.mark.parametrize(
+    ("value", "data"),
+    [
+        (0, b"\x00"),
+        (-1, b"\xff"),
+        (-128, b"\x80"),
+        (127, b"\x7f"),
+        (128, b"\x00\x80"),
+        (-739, b"\xfd\x1d"),
+    ],
+)
 def test_canonical_signed_encoding(value: int, data: bytes) -> None:
     assert encode_sint(value) == data
 
@@ -84,8 +116,10 @@ def test_sint_roundtrip(value: int) -> None:
 
 @given(st.integers(min_value=0, max_value=(1 << 64) - 1), st.binary(max_size=20))
 def test_cookie_packing_keeps_both_cookies(controller_metadata: int, metadata: bytes) -> None:
-    assert unpack_cookie(pack_cookie(controller_metadata, metadata)) == (controller_metadata,
-                                                                         metadata)
+    assert unpack_cookie(pack_cookie(controller_metadata, metadata)) == (
+        controller_metadata,
+        metadata,
+    )
 
 
 # ----- match keys
@@ -103,14 +137,17 @@ def test_lpm_match_roundtrip_and_dont_care(view: PipelineView) -> None:
     assert encode_match(tv, ((0, 0),)) == []
 
 
-@pytest.mark.parametrize(("fm", "code"), [
-    (_lpm(b"\x0a\x00\x00\x01", 8), INVALID_ARGUMENT),  # bits beyond the prefix
-    (_lpm(b"\x0a", 0), INVALID_ARGUMENT),  # don't care must be omitted
-    (_lpm(b"\x0a", 33), INVALID_ARGUMENT),
-    (_lpm(b"\x01\x0a\x00\x00\x00", 8), OUT_OF_RANGE),  # wider than 32 bits
-    (FM(field_id=1, exact=FM.Exact(value=b"\x01")), INVALID_ARGUMENT),  # wrong kind
-    (FM(field_id=9, lpm=FM.LPM(value=b"\x01", prefix_len=32)), INVALID_ARGUMENT),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fm", "code"),
+    [
+        (_lpm(b"\x0a\x00\x00\x01", 8), INVALID_ARGUMENT),  # bits beyond the prefix
+        (_lpm(b"\x0a", 0), INVALID_ARGUMENT),  # don't care must be omitted
+        (_lpm(b"\x0a", 33), INVALID_ARGUMENT),
+        (_lpm(b"\x01\x0a\x00\x00\x00", 8), OUT_OF_RANGE),  # wider than 32 bits
+        (FM(field_id=1, exact=FM.Exact(value=b"\x01")), INVALID_ARGUMENT),  # wrong kind
+        (FM(field_id=9, lpm=FM.LPM(value=b"\x01", prefix_len=32)), INVALID_ARGUMENT),
+    ],
+)
 def test_bad_lpm_matches(view: PipelineView, fm: FM, code: int) -> None:
     with pytest.raises(P4RTError) as err:
         decode_match(view.table(tid("MyIngress.t_lpm")), [fm])
@@ -123,8 +160,10 @@ def test_ternary_rules(view: PipelineView) -> None:
     ok = FM(field_id=1, ternary=FM.Ternary(value=b"\x01\x00", mask=b"\xff\x00"))
     assert decode_match(tv, [ok, kind]) == ((0x100, 0xFF00), 1)
     assert decode_match(tv, [kind]) == ((0, 0), 1)
-    for bad in (FM(field_id=1, ternary=FM.Ternary(value=b"\x01\x01", mask=b"\xff\x00")),
-                FM(field_id=1, ternary=FM.Ternary(value=b"\x00", mask=b"\x00"))):  # fmt: skip
+    for bad in (
+        FM(field_id=1, ternary=FM.Ternary(value=b"\x01\x01", mask=b"\xff\x00")),
+        FM(field_id=1, ternary=FM.Ternary(value=b"\x00", mask=b"\x00")),
+    ):
         with pytest.raises(P4RTError) as err:
             decode_match(tv, [bad, kind])
         assert err.value.code == INVALID_ARGUMENT
@@ -141,8 +180,10 @@ def test_range_and_optional_rules(view: PipelineView) -> None:
     assert decode_match(tv, [rng]) == ((0x10, 0x20),)
     assert decode_match(tv, []) == ((0, 0xFFFF),)
     assert encode_match(tv, ((0, 0xFFFF),)) == []
-    for bad in (FM(field_id=1, range=FM.Range(low=b"\x20", high=b"\x10")),
-                FM(field_id=1, range=FM.Range(low=b"\x00", high=b"\xff\xff"))):  # fmt: skip
+    for bad in (
+        FM(field_id=1, range=FM.Range(low=b"\x20", high=b"\x10")),
+        FM(field_id=1, range=FM.Range(low=b"\x00", high=b"\xff\xff")),
+    ):
         with pytest.raises(P4RTError) as err:
             decode_match(tv, [bad])
         assert err.value.code == INVALID_ARGUMENT
@@ -167,11 +208,14 @@ def test_actions_check_table_membership_scope_and_params(view: PipelineView) -> 
             decode_action(view, action, tv.actions, "t", for_default=for_default)
         return err.value.code
 
-    assert code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.set_out_rated"))) \
-        == INVALID_ARGUMENT  # not an action of t_exact
+    assert (
+        code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.set_out_rated"))) == INVALID_ARGUMENT
+    )  # not an action of t_exact
     assert code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.miss"))) == PERMISSION_DENIED
-    assert code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.hit_only")),
-                   for_default=True) == PERMISSION_DENIED
+    assert (
+        code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.hit_only")), for_default=True)
+        == PERMISSION_DENIED
+    )
     assert code_of(p4runtime_pb2.Action(action_id=aid("MyIngress.fwd"))) == INVALID_ARGUMENT
     big = p4runtime_pb2.Action(action_id=aid("MyIngress.fwd"))
     big.params.add(param_id=1, value=b"\x02\x00")  # 512 does not fit bit<9>

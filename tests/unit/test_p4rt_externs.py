@@ -36,17 +36,20 @@ def oid(kind: str, name: str) -> int:
 
 
 def member(mid: int, port: int) -> p4runtime_pb2.ActionProfileMember:
-    m = p4runtime_pb2.ActionProfileMember(action_profile_id=oid("action_profiles", "ecmp"),
-                                          member_id=mid)
+    m = p4runtime_pb2.ActionProfileMember(
+        action_profile_id=oid("action_profiles", "ecmp"), member_id=mid
+    )
     m.action.action_id = aid("MyIngress.fwd")
     m.action.params.add(param_id=1, value=bytes([port]))
     return m
 
 
-def group(gid: int, *members: tuple[int, int], max_size: int = 0
-          ) -> p4runtime_pb2.ActionProfileGroup:  # fmt: skip
-    g = p4runtime_pb2.ActionProfileGroup(action_profile_id=oid("action_profiles", "ecmp"),
-                                         group_id=gid, max_size=max_size)
+def group(
+    gid: int, *members: tuple[int, int], max_size: int = 0
+) -> p4runtime_pb2.ActionProfileGroup:
+    g = p4runtime_pb2.ActionProfileGroup(
+        action_profile_id=oid("action_profiles", "ecmp"), group_id=gid, max_size=max_size
+    )
     for mid, weight in members:
         g.members.add(member_id=mid, weight=weight)
     return g
@@ -64,19 +67,30 @@ def sel_entry(kind: int, *, member_id: int = 0, group_id: int = 0) -> p4runtime_
 
 def test_action_selector_members_groups_and_indirect_entries() -> None:
     with running() as h:
-        h.write(update(INSERT, action_profile_member=member(1, 7)),
-                update(INSERT, action_profile_member=member(2, 8)))
+        h.write(
+            update(INSERT, action_profile_member=member(1, 7)),
+            update(INSERT, action_profile_member=member(2, 8)),
+        )
         h.write(update(INSERT, action_profile_group=group(10, (1, 1), (2, 3))))
-        h.write(update(INSERT, table_entry=sel_entry(1, member_id=1)),
-                update(INSERT, table_entry=sel_entry(2, group_id=10)))
+        h.write(
+            update(INSERT, table_entry=sel_entry(1, member_id=1)),
+            update(INSERT, table_entry=sel_entry(2, group_id=10)),
+        )
         members = h.read(E(action_profile_member=p4runtime_pb2.ActionProfileMember()))
         assert [m.action_profile_member for m in members] == [member(1, 7), member(2, 8)]
-        [g] = h.read(E(action_profile_group=p4runtime_pb2.ActionProfileGroup(
-            action_profile_id=oid("action_profiles", "ecmp"))))
+        [g] = h.read(
+            E(
+                action_profile_group=p4runtime_pb2.ActionProfileGroup(
+                    action_profile_id=oid("action_profiles", "ecmp")
+                )
+            )
+        )
         assert g.action_profile_group == group(10, (1, 1), (2, 3))
         entries = h.read(E(table_entry=p4runtime_pb2.TableEntry(table_id=tid("MyIngress.t_sel"))))
-        assert [e.table_entry for e in entries] == [sel_entry(1, member_id=1),
-                                                    sel_entry(2, group_id=10)]
+        assert [e.table_entry for e in entries] == [
+            sel_entry(1, member_id=1),
+            sel_entry(2, group_id=10),
+        ]
         with h.device.lock:
             h.device.receive(1, packet(kind=1))
             h.device.receive(1, packet(kind=2, tport=5))
@@ -94,14 +108,24 @@ def test_action_selector_members_groups_and_indirect_entries() -> None:
             update(MODIFY, action_profile_group=group(10, (1, 1), max_size=5)),
             update(INSERT, action_profile_group=group(13, (42, 1))),
             update(INSERT, action_profile_member=member(0, 7)),
-        ) == [code_pb2.FAILED_PRECONDITION, code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT,
-              code_pb2.ALREADY_EXISTS, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT,
-              code_pb2.INVALID_ARGUMENT, code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
+        ) == [
+            code_pb2.FAILED_PRECONDITION,
+            code_pb2.NOT_FOUND,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.ALREADY_EXISTS,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.NOT_FOUND,
+            code_pb2.INVALID_ARGUMENT,
+        ]
         h.write(update(MODIFY, action_profile_group=group(10, (2, 1))))
         h.write(update(DELETE, table_entry=sel_entry(1)), update(DELETE, table_entry=sel_entry(2)))
         h.write(update(DELETE, action_profile_group=group(10)))
-        h.write(update(DELETE, action_profile_member=member(1, 0)),
-                update(DELETE, action_profile_member=member(2, 0)))
+        h.write(
+            update(DELETE, action_profile_member=member(1, 0)),
+            update(DELETE, action_profile_member=member(2, 0)),
+        )
         assert h.read(E(action_profile_member=p4runtime_pb2.ActionProfileMember())) == []
 
 
@@ -110,33 +134,61 @@ def test_indexed_counters() -> None:
     with running() as h:
         with h.device.lock:
             h.device.receive(1, packet(kind=3))
-        [c] = h.read(E(counter_entry=p4runtime_pb2.CounterEntry(
-            counter_id=cid, index=p4runtime_pb2.Index(index=3))))
+        [c] = h.read(
+            E(
+                counter_entry=p4runtime_pb2.CounterEntry(
+                    counter_id=cid, index=p4runtime_pb2.Index(index=3)
+                )
+            )
+        )
         assert c.counter_entry.data.packet_count == 1
         assert len(h.read(E(counter_entry=p4runtime_pb2.CounterEntry(counter_id=cid)))) == 16
         assert len(h.read(E(counter_entry=p4runtime_pb2.CounterEntry()))) == 16
         ce = p4runtime_pb2.CounterEntry(counter_id=cid, index=p4runtime_pb2.Index(index=2))
         ce.data.packet_count, ce.data.byte_count = 5, 50
         h.write(update(MODIFY, counter_entry=ce))
-        [c] = h.read(E(counter_entry=p4runtime_pb2.CounterEntry(
-            counter_id=cid, index=p4runtime_pb2.Index(index=2))))
+        [c] = h.read(
+            E(
+                counter_entry=p4runtime_pb2.CounterEntry(
+                    counter_id=cid, index=p4runtime_pb2.Index(index=2)
+                )
+            )
+        )
         assert (c.counter_entry.data.packet_count, c.counter_entry.data.byte_count) == (5, 50)
         everything = p4runtime_pb2.CounterEntry(counter_id=cid)
         everything.data.packet_count = 0
         h.write(update(MODIFY, counter_entry=everything))  # index unset: every cell
-        assert all(c.counter_entry.data.packet_count == 0 for c in h.read(
-            E(counter_entry=p4runtime_pb2.CounterEntry(counter_id=cid))))
+        assert all(
+            c.counter_entry.data.packet_count == 0
+            for c in h.read(E(counter_entry=p4runtime_pb2.CounterEntry(counter_id=cid)))
+        )
         assert write_codes(
             h,
             update(INSERT, counter_entry=ce),
-            update(MODIFY, counter_entry=p4runtime_pb2.CounterEntry(
-                counter_id=cid, index=p4runtime_pb2.Index(index=16))),
-            update(MODIFY, counter_entry=p4runtime_pb2.CounterEntry(
-                counter_id=cid, index=p4runtime_pb2.Index(index=-1))),
-            update(MODIFY, counter_entry=p4runtime_pb2.CounterEntry(
-                counter_id=oid("direct_counters", "exact_hits"))),
-        ) == [code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.INVALID_ARGUMENT,
-              code_pb2.INVALID_ARGUMENT]
+            update(
+                MODIFY,
+                counter_entry=p4runtime_pb2.CounterEntry(
+                    counter_id=cid, index=p4runtime_pb2.Index(index=16)
+                ),
+            ),
+            update(
+                MODIFY,
+                counter_entry=p4runtime_pb2.CounterEntry(
+                    counter_id=cid, index=p4runtime_pb2.Index(index=-1)
+                ),
+            ),
+            update(
+                MODIFY,
+                counter_entry=p4runtime_pb2.CounterEntry(
+                    counter_id=oid("direct_counters", "exact_hits")
+                ),
+            ),
+        ) == [
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.OUT_OF_RANGE,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+        ]
 
 
 def test_indexed_meters() -> None:
@@ -145,22 +197,44 @@ def test_indexed_meters() -> None:
         me = p4runtime_pb2.MeterEntry(meter_id=mid, index=p4runtime_pb2.Index(index=1))
         me.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=1, pir=20, pburst=2))
         h.write(update(MODIFY, meter_entry=me))
-        [got] = h.read(E(meter_entry=p4runtime_pb2.MeterEntry(
-            meter_id=mid, index=p4runtime_pb2.Index(index=1))))
+        [got] = h.read(
+            E(
+                meter_entry=p4runtime_pb2.MeterEntry(
+                    meter_id=mid, index=p4runtime_pb2.Index(index=1)
+                )
+            )
+        )
         assert got.meter_entry == me
-        unconfigured = h.read(E(meter_entry=p4runtime_pb2.MeterEntry(
-            meter_id=mid, index=p4runtime_pb2.Index(index=0))))
+        unconfigured = h.read(
+            E(
+                meter_entry=p4runtime_pb2.MeterEntry(
+                    meter_id=mid, index=p4runtime_pb2.Index(index=0)
+                )
+            )
+        )
         assert not unconfigured[0].meter_entry.HasField("config")
-        h.write(update(MODIFY, meter_entry=p4runtime_pb2.MeterEntry(
-            meter_id=mid, index=p4runtime_pb2.Index(index=1))))  # no config: reset
-        [got] = h.read(E(meter_entry=p4runtime_pb2.MeterEntry(
-            meter_id=mid, index=p4runtime_pb2.Index(index=1))))
+        h.write(
+            update(
+                MODIFY,
+                meter_entry=p4runtime_pb2.MeterEntry(
+                    meter_id=mid, index=p4runtime_pb2.Index(index=1)
+                ),
+            )
+        )  # no config: reset
+        [got] = h.read(
+            E(
+                meter_entry=p4runtime_pb2.MeterEntry(
+                    meter_id=mid, index=p4runtime_pb2.Index(index=1)
+                )
+            )
+        )
         assert not got.meter_entry.HasField("config")
         bad = p4runtime_pb2.MeterEntry(meter_id=mid)
-        bad.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=1, pir=20, pburst=2,
-                                                      eburst=3))
-        assert write_codes(h, update(MODIFY, meter_entry=bad),
-                           update(DELETE, meter_entry=me)) == [code_pb2.INVALID_ARGUMENT] * 2
+        bad.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=1, pir=20, pburst=2, eburst=3))
+        assert (
+            write_codes(h, update(MODIFY, meter_entry=bad), update(DELETE, meter_entry=me))
+            == [code_pb2.INVALID_ARGUMENT] * 2
+        )
 
 
 def test_registers_are_supported() -> None:
@@ -168,25 +242,39 @@ def test_registers_are_supported() -> None:
     with running() as h:
         with h.device.lock:
             h.device.receive(1, packet(kind=2, dst=0x0A000001))
-        [got] = h.read(E(register_entry=p4runtime_pb2.RegisterEntry(
-            register_id=rid, index=p4runtime_pb2.Index(index=2))))
+        [got] = h.read(
+            E(
+                register_entry=p4runtime_pb2.RegisterEntry(
+                    register_id=rid, index=p4runtime_pb2.Index(index=2)
+                )
+            )
+        )
         assert got.register_entry.data.bitstring == b"\x0a\x00\x00\x01"
-        re = p4runtime_pb2.RegisterEntry(register_id=rid, index=p4runtime_pb2.Index(index=5),
-                                         data=p4data_pb2.P4Data(bitstring=b"\x00\x00\x12\x34"))
+        re = p4runtime_pb2.RegisterEntry(
+            register_id=rid,
+            index=p4runtime_pb2.Index(index=5),
+            data=p4data_pb2.P4Data(bitstring=b"\x00\x00\x12\x34"),
+        )
         h.write(update(MODIFY, register_entry=re))
-        [got] = h.read(E(register_entry=p4runtime_pb2.RegisterEntry(
-            register_id=rid, index=p4runtime_pb2.Index(index=5))))
+        [got] = h.read(
+            E(
+                register_entry=p4runtime_pb2.RegisterEntry(
+                    register_id=rid, index=p4runtime_pb2.Index(index=5)
+                )
+            )
+        )
         assert got.register_entry.data.bitstring == b"\x12\x34"
         assert len(h.read(E(register_entry=p4runtime_pb2.RegisterEntry()))) == 16
-        too_big = p4runtime_pb2.RegisterEntry(register_id=rid,
-                                              data=p4data_pb2.P4Data(bitstring=b"\x01" * 5))
-        not_bits = p4runtime_pb2.RegisterEntry(register_id=rid,
-                                               data=p4data_pb2.P4Data(bool=True))
-        assert write_codes(h, update(MODIFY, register_entry=too_big),
-                           update(MODIFY, register_entry=not_bits),
-                           update(MODIFY, register_entry=p4runtime_pb2.RegisterEntry(
-                               register_id=rid))) == [
-            code_pb2.OUT_OF_RANGE, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT]
+        too_big = p4runtime_pb2.RegisterEntry(
+            register_id=rid, data=p4data_pb2.P4Data(bitstring=b"\x01" * 5)
+        )
+        not_bits = p4runtime_pb2.RegisterEntry(register_id=rid, data=p4data_pb2.P4Data(bool=True))
+        assert write_codes(
+            h,
+            update(MODIFY, register_entry=too_big),
+            update(MODIFY, register_entry=not_bits),
+            update(MODIFY, register_entry=p4runtime_pb2.RegisterEntry(register_id=rid)),
+        ) == [code_pb2.OUT_OF_RANGE, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT]
 
 
 def test_value_sets() -> None:
@@ -207,10 +295,12 @@ def test_value_sets() -> None:
         full = p4runtime_pb2.ValueSetEntry(value_set_id=vid)
         for v in range(5):
             full.members.add().match.add(field_id=1, exact={"value": bytes([v])})
-        assert write_codes(h, update(MODIFY, value_set_entry=dup),
-                           update(MODIFY, value_set_entry=full),
-                           update(INSERT, value_set_entry=vs)) == [
-            code_pb2.ALREADY_EXISTS, code_pb2.RESOURCE_EXHAUSTED, code_pb2.INVALID_ARGUMENT]
+        assert write_codes(
+            h,
+            update(MODIFY, value_set_entry=dup),
+            update(MODIFY, value_set_entry=full),
+            update(INSERT, value_set_entry=vs),
+        ) == [code_pb2.ALREADY_EXISTS, code_pb2.RESOURCE_EXHAUSTED, code_pb2.INVALID_ARGUMENT]
 
 
 def test_multicast_groups_and_clone_sessions() -> None:
@@ -220,24 +310,41 @@ def test_multicast_groups_and_clone_sessions() -> None:
         mg.replicas.add(egress_port=2, instance=1)
         mg.replicas.add(port=b"\x00\x04", instance=0)
         h.write(update(INSERT, packet_replication_engine_entry={"multicast_group_entry": mg}))
-        [got] = h.read(E(packet_replication_engine_entry={
-            "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry()}))
-        assert [(r.egress_port, r.instance) for r in
-                got.packet_replication_engine_entry.multicast_group_entry.replicas] == [
-            (3, 1), (2, 1), (4, 0)]
+        [got] = h.read(
+            E(
+                packet_replication_engine_entry={
+                    "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry()
+                }
+            )
+        )
+        assert [
+            (r.egress_port, r.instance)
+            for r in got.packet_replication_engine_entry.multicast_group_entry.replicas
+        ] == [(3, 1), (2, 1), (4, 0)]
         assert got.packet_replication_engine_entry.multicast_group_entry.metadata == b"m"
         mg2 = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=5)
         mg2.replicas.add(egress_port=9)
         h.write(update(MODIFY, packet_replication_engine_entry={"multicast_group_entry": mg2}))
-        [got] = h.read(E(packet_replication_engine_entry={
-            "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry(multicast_group_id=5)}))
+        [got] = h.read(
+            E(
+                packet_replication_engine_entry={
+                    "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry(multicast_group_id=5)
+                }
+            )
+        )
         assert got.packet_replication_engine_entry.multicast_group_entry == mg2
-        cs = p4runtime_pb2.CloneSessionEntry(session_id=7, class_of_service=2,
-                                             packet_length_bytes=64)
+        cs = p4runtime_pb2.CloneSessionEntry(
+            session_id=7, class_of_service=2, packet_length_bytes=64
+        )
         cs.replicas.add(egress_port=CPU, instance=1)
         h.write(update(INSERT, packet_replication_engine_entry={"clone_session_entry": cs}))
-        [got] = h.read(E(packet_replication_engine_entry={
-            "clone_session_entry": p4runtime_pb2.CloneSessionEntry()}))
+        [got] = h.read(
+            E(
+                packet_replication_engine_entry={
+                    "clone_session_entry": p4runtime_pb2.CloneSessionEntry()
+                }
+            )
+        )
         assert got.packet_replication_engine_entry.clone_session_entry == cs
         zero = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=0)
         bad_port = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=6)
@@ -247,15 +354,34 @@ def test_multicast_groups_and_clone_sessions() -> None:
             update(INSERT, packet_replication_engine_entry={"multicast_group_entry": mg}),
             update(INSERT, packet_replication_engine_entry={"multicast_group_entry": zero}),
             update(INSERT, packet_replication_engine_entry={"multicast_group_entry": bad_port}),
-            update(DELETE, packet_replication_engine_entry={
-                "clone_session_entry": p4runtime_pb2.CloneSessionEntry(session_id=8)}),
+            update(
+                DELETE,
+                packet_replication_engine_entry={
+                    "clone_session_entry": p4runtime_pb2.CloneSessionEntry(session_id=8)
+                },
+            ),
             update(INSERT, packet_replication_engine_entry={}),
-        ) == [code_pb2.ALREADY_EXISTS, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT,
-              code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
-        h.write(update(DELETE, packet_replication_engine_entry={"multicast_group_entry": mg2}),
-                update(DELETE, packet_replication_engine_entry={"clone_session_entry": cs}))
-        assert h.read(E(packet_replication_engine_entry={
-            "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry()})) == []
+        ) == [
+            code_pb2.ALREADY_EXISTS,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.NOT_FOUND,
+            code_pb2.INVALID_ARGUMENT,
+        ]
+        h.write(
+            update(DELETE, packet_replication_engine_entry={"multicast_group_entry": mg2}),
+            update(DELETE, packet_replication_engine_entry={"clone_session_entry": cs}),
+        )
+        assert (
+            h.read(
+                E(
+                    packet_replication_engine_entry={
+                        "multicast_group_entry": p4runtime_pb2.MulticastGroupEntry()
+                    }
+                )
+            )
+            == []
+        )
 
 
 CPU = 255
@@ -275,12 +401,15 @@ def test_digest_entries() -> None:
         assert write_codes(h, update(INSERT, digest_entry=de)) == [code_pb2.ALREADY_EXISTS]
         h.write(update(DELETE, digest_entry=de))
         assert h.read(E(digest_entry=p4runtime_pb2.DigestEntry())) == []
-        assert write_codes(h, update(MODIFY, digest_entry=de),
-                           update(INSERT, digest_entry=p4runtime_pb2.DigestEntry(digest_id=1))) == [
-            code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
+        assert write_codes(
+            h,
+            update(MODIFY, digest_entry=de),
+            update(INSERT, digest_entry=p4runtime_pb2.DigestEntry(digest_id=1)),
+        ) == [code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
 
 
 def test_extern_entries_are_unimplemented() -> None:
     with running() as h:
         assert write_codes(h, update(INSERT, extern_entry=p4runtime_pb2.ExternEntry())) == [
-            code_pb2.UNIMPLEMENTED]
+            code_pb2.UNIMPLEMENTED
+        ]

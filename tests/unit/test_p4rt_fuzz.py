@@ -41,11 +41,26 @@ TE = p4runtime_pb2.TableEntry
 Key = tuple[int, frozenset[tuple[int, str, tuple[int, ...]]], int]
 Value = tuple[object, int, bytes]
 
-TABLES = ["MyIngress.t_exact", "MyIngress.t_lpm", "MyIngress.t_ternary", "MyIngress.t_range",
-          "MyIngress.t_optional", "MyIngress.t_sel", "MyIngress.t_const",
-          "MyIngress.t_const_default"]  # fmt: skip
-ACTIONS = ["MyIngress.fwd", "MyIngress.set_out", "MyIngress.drop", "MyIngress.to_cpu",
-           "MyIngress.hit_only", "MyIngress.miss", "NoAction", "MyIngress.set_out_rated"]
+TABLES = [
+    "MyIngress.t_exact",
+    "MyIngress.t_lpm",
+    "MyIngress.t_ternary",
+    "MyIngress.t_range",
+    "MyIngress.t_optional",
+    "MyIngress.t_sel",
+    "MyIngress.t_const",
+    "MyIngress.t_const_default",
+]
+ACTIONS = [
+    "MyIngress.fwd",
+    "MyIngress.set_out",
+    "MyIngress.drop",
+    "MyIngress.to_cpu",
+    "MyIngress.hit_only",
+    "MyIngress.miss",
+    "NoAction",
+    "MyIngress.set_out_rated",
+]
 PARAM_WIDTH = {"MyIngress.fwd": 9, "MyIngress.set_out": 8, "MyIngress.set_out_rated": 8}
 
 
@@ -93,16 +108,19 @@ class Generator:
         name = rng.choice(own if rng.random() < 0.85 else ACTIONS)
         ta.action.action_id = aid(name)
         if name in PARAM_WIDTH:
-            ta.action.params.add(param_id=1, value=_bytes(rng, rng.randint(0, 40),
-                                                          PARAM_WIDTH[name]))
+            ta.action.params.add(
+                param_id=1, value=_bytes(rng, rng.randint(0, 40), PARAM_WIDTH[name])
+            )
         return ta
 
     def match(self, table: str) -> tuple[list[FM], int]:
         rng = self.rng
         fms: list[FM] = []
         prio = 0
-        kind = FM(field_id=2 if table in ("MyIngress.t_ternary", "MyIngress.t_optional") else 1,
-                  exact=FM.Exact(value=_bytes(rng, rng.randint(0, 7), 8)))
+        kind = FM(
+            field_id=2 if table in ("MyIngress.t_ternary", "MyIngress.t_optional") else 1,
+            exact=FM.Exact(value=_bytes(rng, rng.randint(0, 7), 8)),
+        )
         if table == "MyIngress.t_lpm":
             plen = rng.choice([8, 16, 24, 32])
             base = rng.choice([0x0A000000, 0x0A010000, 0xC0A80100])
@@ -110,20 +128,33 @@ class Generator:
         elif table == "MyIngress.t_ternary":
             if rng.random() < 0.7:
                 mask = rng.choice([0xFF00, 0x00FF, 0xFFFF])
-                fms.append(FM(field_id=1, ternary=FM.Ternary(
-                    value=_bytes(rng, rng.randint(0, 3) * 0x0101 & mask, 16),
-                    mask=_bytes(rng, mask, 16))))
+                fms.append(
+                    FM(
+                        field_id=1,
+                        ternary=FM.Ternary(
+                            value=_bytes(rng, rng.randint(0, 3) * 0x0101 & mask, 16),
+                            mask=_bytes(rng, mask, 16),
+                        ),
+                    )
+                )
             fms.append(kind)
             prio = rng.randint(1, 4)
         elif table == "MyIngress.t_range":
             lo = rng.randint(0, 10)
-            fms.append(FM(field_id=1, range=FM.Range(low=_bytes(rng, lo, 16),
-                                                     high=_bytes(rng, lo + rng.randint(0, 5), 16))))
+            fms.append(
+                FM(
+                    field_id=1,
+                    range=FM.Range(
+                        low=_bytes(rng, lo, 16), high=_bytes(rng, lo + rng.randint(0, 5), 16)
+                    ),
+                )
+            )
             prio = rng.randint(1, 4)
         elif table == "MyIngress.t_optional":
             if rng.random() < 0.6:
-                fms.append(FM(field_id=1, optional=FM.Optional(value=_bytes(rng, rng.randint(0, 3),
-                                                                            8))))
+                fms.append(
+                    FM(field_id=1, optional=FM.Optional(value=_bytes(rng, rng.randint(0, 3), 8)))
+                )
             fms.append(kind)
             prio = rng.randint(1, 4)
         else:
@@ -154,13 +185,23 @@ class Generator:
             lambda: setattr(te, "idle_timeout_ns", rng.randint(1, 100)),
             lambda: te.ClearField("action"),
             lambda: te.ClearField("match"),
-            lambda: te.counter_data.CopyFrom(p4runtime_pb2.CounterData(
-                packet_count=rng.randint(-2, 5), byte_count=rng.randint(0, 50))),
-            lambda: te.meter_config.CopyFrom(p4runtime_pb2.MeterConfig(
-                cir=rng.randint(-1, 10), cburst=1, pir=rng.randint(0, 10), pburst=1,
-                eburst=rng.choice([0, 0, 1]))),
-            lambda: te.action.action.params.add(param_id=rng.randint(0, 3),
-                                                value=rng.randbytes(rng.randint(0, 3))),
+            lambda: te.counter_data.CopyFrom(
+                p4runtime_pb2.CounterData(
+                    packet_count=rng.randint(-2, 5), byte_count=rng.randint(0, 50)
+                )
+            ),
+            lambda: te.meter_config.CopyFrom(
+                p4runtime_pb2.MeterConfig(
+                    cir=rng.randint(-1, 10),
+                    cburst=1,
+                    pir=rng.randint(0, 10),
+                    pburst=1,
+                    eburst=rng.choice([0, 0, 1]),
+                )
+            ),
+            lambda: te.action.action.params.add(
+                param_id=rng.randint(0, 3), value=rng.randbytes(rng.randint(0, 3))
+            ),
             lambda: setattr(te.action.action, "action_id", self.some_id()),
         ]
         if len(te.match):
@@ -168,10 +209,12 @@ class Generator:
             mutations += [
                 lambda: setattr(fm, "field_id", rng.randint(0, 4)),
                 lambda: fm.exact.CopyFrom(FM.Exact(value=rng.randbytes(rng.randint(0, 3)))),
-                lambda: fm.lpm.CopyFrom(FM.LPM(value=rng.randbytes(rng.randint(0, 5)),
-                                               prefix_len=rng.randint(-1, 40))),
-                lambda: fm.ternary.CopyFrom(FM.Ternary(value=rng.randbytes(2),
-                                                       mask=rng.randbytes(rng.randint(0, 3)))),
+                lambda: fm.lpm.CopyFrom(
+                    FM.LPM(value=rng.randbytes(rng.randint(0, 5)), prefix_len=rng.randint(-1, 40))
+                ),
+                lambda: fm.ternary.CopyFrom(
+                    FM.Ternary(value=rng.randbytes(2), mask=rng.randbytes(rng.randint(0, 3)))
+                ),
                 lambda: fm.range.CopyFrom(FM.Range(low=rng.randbytes(2), high=rng.randbytes(2))),
                 lambda: fm.optional.CopyFrom(FM.Optional(value=rng.randbytes(rng.randint(0, 2)))),
                 lambda: te.match.append(fm),
@@ -188,8 +231,9 @@ class Generator:
             m.action_profile_id = self.profile if rng.random() < 0.8 else self.some_id()
             m.member_id = rng.randint(0, 4)
             if rng.random() < 0.9:
-                m.action.action_id = aid(rng.choice(["MyIngress.fwd", "NoAction",
-                                                     "MyIngress.drop"]))
+                m.action.action_id = aid(
+                    rng.choice(["MyIngress.fwd", "NoAction", "MyIngress.drop"])
+                )
                 if m.action.action_id == aid("MyIngress.fwd"):
                     m.action.params.add(param_id=1, value=_bytes(rng, rng.randint(1, 9), 9))
         elif pick == 1:
@@ -210,8 +254,11 @@ class Generator:
             m2.meter_id = self.meter if rng.random() < 0.8 else self.some_id()
             m2.index.index = rng.randint(-1, 17)
             if rng.random() < 0.7:
-                m2.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=rng.randint(0, 9), cburst=2,
-                                                             pir=rng.randint(0, 9), pburst=3))
+                m2.config.CopyFrom(
+                    p4runtime_pb2.MeterConfig(
+                        cir=rng.randint(0, 9), cburst=2, pir=rng.randint(0, 9), pburst=3
+                    )
+                )
         elif pick == 4:
             r = e.register_entry
             r.register_id = self.register if rng.random() < 0.8 else self.some_id()
@@ -226,8 +273,10 @@ class Generator:
             v = e.value_set_entry
             v.value_set_id = self.value_set if rng.random() < 0.8 else self.some_id()
             for _ in range(rng.randint(0, 5)):
-                v.members.add().match.add(field_id=rng.choice([1, 1, 2]),
-                                          exact={"value": rng.randbytes(rng.randint(0, 2))})
+                v.members.add().match.add(
+                    field_id=rng.choice([1, 1, 2]),
+                    exact={"value": rng.randbytes(rng.randint(0, 2))},
+                )
         elif pick == 7:
             mg = e.packet_replication_engine_entry.multicast_group_entry
             mg.multicast_group_id = rng.randint(0, 3)
@@ -242,12 +291,14 @@ class Generator:
 
     def update(self) -> p4runtime_pb2.Update:
         rng = self.rng
-        utype = rng.choices([INSERT, MODIFY, p4runtime_pb2.Update.DELETE, 0, 9],
-                            [45, 25, 25, 3, 2])[0]
+        utype = rng.choices(
+            [INSERT, MODIFY, p4runtime_pb2.Update.DELETE, 0, 9], [45, 25, 25, 3, 2]
+        )[0]
         r = rng.random()
         if r < 0.7:
-            return p4runtime_pb2.Update(type=utype, entity=p4runtime_pb2.Entity(
-                table_entry=self.table_entry()))
+            return p4runtime_pb2.Update(
+                type=utype, entity=p4runtime_pb2.Entity(table_entry=self.table_entry())
+            )
         if r < 0.97:
             return p4runtime_pb2.Update(type=utype, entity=self.other_entity())
         return p4runtime_pb2.Update(type=utype)
@@ -262,14 +313,20 @@ class Generator:
 
 
 def _ints(msg: object) -> tuple[int, ...]:
-    return tuple(int.from_bytes(v, "big") if isinstance(v, bytes) else int(v)
-                 for _, v in msg.ListFields())  # type: ignore[attr-defined]
+    return tuple(
+        int.from_bytes(v, "big") if isinstance(v, bytes) else int(v) for _, v in msg.ListFields()
+    )  # type: ignore[attr-defined]
 
 
 def key_of(te: TE) -> Key:
-    fields = frozenset((fm.field_id, str(fm.WhichOneof("field_match_type")),
-                        _ints(getattr(fm, str(fm.WhichOneof("field_match_type")))))
-                       for fm in te.match)  # fmt: skip
+    fields = frozenset(
+        (
+            fm.field_id,
+            str(fm.WhichOneof("field_match_type")),
+            _ints(getattr(fm, str(fm.WhichOneof("field_match_type")))),
+        )
+        for fm in te.match
+    )
     return te.table_id, fields, te.priority
 
 
@@ -277,8 +334,9 @@ def action_of(te: TE) -> object:
     kind = te.action.WhichOneof("type")
     if kind == "action":
         a = te.action.action
-        return a.action_id, tuple(sorted((p.param_id, int.from_bytes(p.value, "big"))
-                                         for p in a.params))
+        return a.action_id, tuple(
+            sorted((p.param_id, int.from_bytes(p.value, "big")) for p in a.params)
+        )
     if kind is None:
         return None
     return kind, getattr(te.action, kind)
@@ -340,7 +398,7 @@ def flip(rng: random.Random, data: bytes) -> bytes:
         i = rng.randrange(len(out))
         out[i] ^= 1 << rng.randrange(8)
     if rng.random() < 0.1:
-        del out[rng.randrange(len(out)):]
+        del out[rng.randrange(len(out)) :]
     return bytes(out)
 
 
@@ -349,9 +407,11 @@ def test_fuzzed_writes_keep_the_server_consistent() -> None:
     gen = Generator(rng)
     started = time.monotonic()
     with running() as h:
-        raw_write = h.channel.unary_unary("/p4.v1.P4Runtime/Write",
-                                          request_serializer=None,
-                                          response_deserializer=p4runtime_pb2.WriteResponse.FromString)
+        raw_write = h.channel.unary_unary(
+            "/p4.v1.P4Runtime/Write",
+            request_serializer=None,
+            response_deserializer=p4runtime_pb2.WriteResponse.FromString,
+        )
         model = Model(read_all(h))
         accepted = refused = 0
         seen: Counter[str] = Counter()
@@ -386,8 +446,14 @@ def test_fuzzed_writes_keep_the_server_consistent() -> None:
         print(dict(seen), dict(unparsable))
         assert accepted > 200 and refused > 10
         assert "INTERNAL" not in seen and "rpc INTERNAL" not in seen, seen
-        for code in ("ALREADY_EXISTS", "NOT_FOUND", "INVALID_ARGUMENT", "OUT_OF_RANGE",
-                     "PERMISSION_DENIED", "FAILED_PRECONDITION"):
+        for code in (
+            "ALREADY_EXISTS",
+            "NOT_FOUND",
+            "INVALID_ARGUMENT",
+            "OUT_OF_RANGE",
+            "PERMISSION_DENIED",
+            "FAILED_PRECONDITION",
+        ):
             assert seen[code], f"the fuzzer never produced {code}: {seen}"
         assert h.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version
         _clean_up(h)
@@ -405,15 +471,27 @@ def _clean_up(h: Harness) -> None:
         if not te.is_const:
             h.write(update(p4runtime_pb2.Update.DELETE, table_entry=te))
     profile = names().id_of("action_profiles", "ecmp")
-    for e in h.read(p4runtime_pb2.Entity(action_profile_group=p4runtime_pb2.ActionProfileGroup(
-            action_profile_id=profile))):
+    for e in h.read(
+        p4runtime_pb2.Entity(
+            action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=profile)
+        )
+    ):
         h.write(update(p4runtime_pb2.Update.DELETE, action_profile_group=e.action_profile_group))
-    for e in h.read(p4runtime_pb2.Entity(
-            action_profile_member=p4runtime_pb2.ActionProfileMember(action_profile_id=profile))):
+    for e in h.read(
+        p4runtime_pb2.Entity(
+            action_profile_member=p4runtime_pb2.ActionProfileMember(action_profile_id=profile)
+        )
+    ):
         h.write(update(p4runtime_pb2.Update.DELETE, action_profile_member=e.action_profile_member))
     for t in TABLES:
         if t != "MyIngress.t_const_default":
             h.write(update(MODIFY, table_entry=TE(table_id=tid(t), is_default_action=True)))
-    h.write(update(MODIFY, value_set_entry=p4runtime_pb2.ValueSetEntry(
-        value_set_id=names().id_of("value_sets", "special_kinds"))))
+    h.write(
+        update(
+            MODIFY,
+            value_set_entry=p4runtime_pb2.ValueSetEntry(
+                value_set_id=names().id_of("value_sets", "special_kinds")
+            ),
+        )
+    )
     assert [te for te in read_all(h) if not te.is_const] == []

@@ -43,8 +43,13 @@ def get(h: Harness, rtype: int = GFP.ALL) -> p4runtime_pb2.GetForwardingPipeline
 
 
 def n_entries(h: Harness) -> int:
-    return len(h.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(
-        table_id=tid("MyIngress.t_exact")))))
+    return len(
+        h.read(
+            p4runtime_pb2.Entity(
+                table_entry=p4runtime_pb2.TableEntry(table_id=tid("MyIngress.t_exact"))
+            )
+        )
+    )
 
 
 def test_capabilities() -> None:
@@ -92,12 +97,16 @@ def test_p4info_must_match_the_program() -> None:
         assert "hdr.h.kind" in (err.details() or "")
         unknown = full_p4info()
         unknown.tables[0].preamble.name = "MyIngress.nope"
-        assert rpc_error(h.set_pipeline, 1, SFP.VERIFY, unknown).code() == \
-            grpc.StatusCode.INVALID_ARGUMENT
+        assert (
+            rpc_error(h.set_pipeline, 1, SFP.VERIFY, unknown).code()
+            == grpc.StatusCode.INVALID_ARGUMENT
+        )
         params = full_p4info()
         params.actions[0].params[0].bitwidth = 10
-        assert rpc_error(h.set_pipeline, 1, SFP.VERIFY, params).code() == \
-            grpc.StatusCode.INVALID_ARGUMENT
+        assert (
+            rpc_error(h.set_pipeline, 1, SFP.VERIFY, params).code()
+            == grpc.StatusCode.INVALID_ARGUMENT
+        )
         h.set_pipeline(action=SFP.VERIFY)
         assert h.device.pipeline is None  # VERIFY changes nothing
 
@@ -107,9 +116,19 @@ def _renumbered(info: p4info_pb2.P4Info) -> p4info_pb2.P4Info:
     out = p4info_pb2.P4Info()
     out.CopyFrom(info)
     mapping: dict[int, int] = {}
-    for kind in ("tables", "actions", "action_profiles", "counters", "direct_counters", "meters",
-                 "direct_meters", "controller_packet_metadata", "value_sets", "registers",
-                 "digests"):  # fmt: skip
+    for kind in (
+        "tables",
+        "actions",
+        "action_profiles",
+        "counters",
+        "direct_counters",
+        "meters",
+        "direct_meters",
+        "controller_packet_metadata",
+        "value_sets",
+        "registers",
+        "digests",
+    ):
         for obj in getattr(out, kind):
             old = obj.preamble.id
             mapping[old] = (old & 0xFF000000) | ((old + 0x123) & 0xFFFFFF)
@@ -150,8 +169,9 @@ def test_the_controllers_own_ids_are_used() -> None:
         te.action.action.action_id = action.preamble.id
         te.action.action.params.add(param_id=21, value=b"\x09")
         h.write(update(INSERT, table_entry=te))
-        [got] = h.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(
-            table_id=table.preamble.id)))
+        [got] = h.read(
+            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
+        )
         assert got.table_entry == te
         with pytest.raises(grpc.RpcError):  # the program's own ids are not the controller's
             h.write(update(INSERT, table_entry=exact_entry(5, "MyIngress.drop")))
@@ -166,12 +186,15 @@ def test_commit_variants_and_forwarding_state() -> None:
         h.write(update(INSERT, table_entry=exact_entry(1, "MyIngress.drop")))
         h.set_pipeline(action=SFP.VERIFY_AND_SAVE, cookie=7)
         assert n_entries(h) == 1 and get(h).config.cookie.cookie == 0
-        h.stub.SetForwardingPipelineConfig(SFP(device_id=DEVICE_ID, election_id=uint128(1),
-                                               action=SFP.COMMIT))
+        h.stub.SetForwardingPipelineConfig(
+            SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.COMMIT)
+        )
         assert get(h).config.cookie.cookie == 7
         assert n_entries(h) == 1  # COMMIT keeps what is still valid
-        err = rpc_error(h.stub.SetForwardingPipelineConfig,
-                        SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.COMMIT))
+        err = rpc_error(
+            h.stub.SetForwardingPipelineConfig,
+            SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.COMMIT),
+        )
         assert err.code() == grpc.StatusCode.NOT_FOUND  # nothing saved any more
         h.set_pipeline(action=SFP.RECONCILE_AND_COMMIT)
         assert n_entries(h) == 1
@@ -179,13 +202,18 @@ def test_commit_variants_and_forwarding_state() -> None:
         assert n_entries(h) == 0  # VERIFY_AND_COMMIT clears the forwarding state
         with_config = SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.COMMIT)
         with_config.config.cookie.cookie = 1
-        assert rpc_error(h.stub.SetForwardingPipelineConfig, with_config).code() == \
-            grpc.StatusCode.INVALID_ARGUMENT
-        for bad in (SFP(device_id=DEVICE_ID, election_id=uint128(1),
-                        action=SFP.VERIFY_AND_COMMIT),
-                    SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.UNSPECIFIED)):
-            assert rpc_error(h.stub.SetForwardingPipelineConfig, bad).code() == \
-                grpc.StatusCode.INVALID_ARGUMENT
+        assert (
+            rpc_error(h.stub.SetForwardingPipelineConfig, with_config).code()
+            == grpc.StatusCode.INVALID_ARGUMENT
+        )
+        for bad in (
+            SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.VERIFY_AND_COMMIT),
+            SFP(device_id=DEVICE_ID, election_id=uint128(1), action=SFP.UNSPECIFIED),
+        ):
+            assert (
+                rpc_error(h.stub.SetForwardingPipelineConfig, bad).code()
+                == grpc.StatusCode.INVALID_ARGUMENT
+            )
 
 
 def test_only_the_primary_sets_the_pipeline() -> None:
@@ -196,8 +224,10 @@ def test_only_the_primary_sets_the_pipeline() -> None:
         assert rpc_error(h.set_pipeline, 0).code() == grpc.StatusCode.PERMISSION_DENIED
         no_id = SFP(device_id=DEVICE_ID, action=SFP.VERIFY)
         no_id.config.p4info.CopyFrom(full_p4info())
-        assert rpc_error(h.stub.SetForwardingPipelineConfig, no_id).code() == \
-            grpc.StatusCode.PERMISSION_DENIED
+        assert (
+            rpc_error(h.stub.SetForwardingPipelineConfig, no_id).code()
+            == grpc.StatusCode.PERMISSION_DENIED
+        )
 
 
 def test_a_pipeline_committed_without_p4runtime_is_served() -> None:

@@ -39,8 +39,13 @@ def switch(tmp_path: Path) -> Iterator[Switch]:
     device = Device(DEVICE_ID, cpu_port=CPU_PORT)
     server = P4RuntimeServer(device, "127.0.0.1:0").start()
     datapath = DataPath(device).start()
-    sh.setup(device_id=DEVICE_ID, grpc_addr=f"127.0.0.1:{server.port}", election_id=(0, 1),
-             config=sh.FwdPipeConfig(str(p4info), str(config)), verbose=False)
+    sh.setup(
+        device_id=DEVICE_ID,
+        grpc_addr=f"127.0.0.1:{server.port}",
+        election_id=(0, 1),
+        config=sh.FwdPipeConfig(str(p4info), str(config)),
+        verbose=False,
+    )
     try:
         yield Switch(device, server, datapath)
     finally:
@@ -59,8 +64,9 @@ def match_values(msg: object) -> list[tuple[int, str, tuple[int, ...]]]:
     for fm in msg.match:  # type: ignore[attr-defined]
         kind = fm.WhichOneof("field_match_type")
         sub = getattr(fm, kind)
-        values = tuple(int.from_bytes(v, "big") if isinstance(v, bytes) else v
-                       for _, v in sub.ListFields())
+        values = tuple(
+            int.from_bytes(v, "big") if isinstance(v, bytes) else v for _, v in sub.ListFields()
+        )
         out.append((fm.field_id, kind, values))
     return out
 
@@ -89,14 +95,18 @@ def test_exact_entries(switch: Switch) -> None:
     assert entries("MyIngress.t_exact") == []
 
 
-@pytest.mark.parametrize(("table", "field", "value", "priority"), [
-    ("MyIngress.t_lpm", "hdr.h.dst", "10.1.0.0/16", 0),
-    ("MyIngress.t_ternary", "hdr.h.tport", "0x100&&&0xff00", 10),
-    ("MyIngress.t_range", "hdr.h.rport", "0x10..0x100", 5),
-    ("MyIngress.t_optional", "hdr.h.opt", "7", 3),
-])  # fmt: skip
-def test_every_match_kind(switch: Switch, table: str, field: str, value: str,
-                          priority: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("table", "field", "value", "priority"),
+    [
+        ("MyIngress.t_lpm", "hdr.h.dst", "10.1.0.0/16", 0),
+        ("MyIngress.t_ternary", "hdr.h.tport", "0x100&&&0xff00", 10),
+        ("MyIngress.t_range", "hdr.h.rport", "0x10..0x100", 5),
+        ("MyIngress.t_optional", "hdr.h.opt", "7", 3),
+    ],
+)
+def test_every_match_kind(
+    switch: Switch, table: str, field: str, value: str, priority: int
+) -> None:
     action = "MyIngress.set_out_rated" if table.endswith("lpm") else "MyIngress.set_out"
     te = sh.TableEntry(table)(action=action)
     te.match[field] = value
@@ -210,7 +220,10 @@ def test_multicast_groups_and_clone_sessions(switch: Switch) -> None:
     cs.insert()
     [got] = list(sh.CloneSessionEntry(5).read())
     assert ([r.egress_port for r in got.replicas], got.cos, got.packet_length_bytes) == (
-        [CPU_PORT], 1, 128)
+        [CPU_PORT],
+        1,
+        128,
+    )
     with pytest.raises(p4rt.P4RuntimeWriteException):
         cs.insert()
 

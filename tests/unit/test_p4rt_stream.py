@@ -72,19 +72,30 @@ def test_arbitration_errors_end_the_stream() -> None:
     with running(primary=False, pipeline=False) as h:
         h.primary(7)
         dup = h.stream()
-        dup.send(p4runtime_pb2.StreamMessageRequest(
-            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=DEVICE_ID,
-                                                              election_id=uint128(7))))
+        dup.send(
+            p4runtime_pb2.StreamMessageRequest(
+                arbitration=p4runtime_pb2.MasterArbitrationUpdate(
+                    device_id=DEVICE_ID, election_id=uint128(7)
+                )
+            )
+        )
         assert dup.ended().code() == grpc.StatusCode.INVALID_ARGUMENT
         other = h.stream()
-        other.send(p4runtime_pb2.StreamMessageRequest(
-            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=99)))
+        other.send(
+            p4runtime_pb2.StreamMessageRequest(
+                arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=99)
+            )
+        )
         assert other.ended().code() == grpc.StatusCode.NOT_FOUND
         mover = h.stream()
         assert mover.arbitrate(1).status.code == ALREADY_EXISTS
-        mover.send(p4runtime_pb2.StreamMessageRequest(
-            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=2,
-                                                              election_id=uint128(1))))
+        mover.send(
+            p4runtime_pb2.StreamMessageRequest(
+                arbitration=p4runtime_pb2.MasterArbitrationUpdate(
+                    device_id=2, election_id=uint128(1)
+                )
+            )
+        )
         assert mover.ended().code() == grpc.StatusCode.FAILED_PRECONDITION
         role = h.stream()
         role.arbitrate(2)
@@ -101,13 +112,16 @@ def test_roles_are_arbitrated_separately() -> None:
         upd = r.arbitrate(1, role="telemetry")
         assert upd.status.code == OK and upd.role.name == "telemetry"
         h.set_pipeline()
-        req = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, role="telemetry",
-                                         election_id=uint128(1))
+        req = p4runtime_pb2.WriteRequest(
+            device_id=DEVICE_ID, role="telemetry", election_id=uint128(1)
+        )
         req.updates.append(update(INSERT, table_entry=exact_entry(1, "MyIngress.drop")))
         h.stub.Write(req)
 
 
-def _packet_out(payload: bytes, port: int, *, bad: bool = False) -> p4runtime_pb2.StreamMessageRequest:
+def _packet_out(
+    payload: bytes, port: int, *, bad: bool = False
+) -> p4runtime_pb2.StreamMessageRequest:
     req = p4runtime_pb2.StreamMessageRequest()
     req.packet.payload = payload
     req.packet.metadata.add(metadata_id=1, value=port.to_bytes(2, "big"))
@@ -247,7 +261,11 @@ def test_too_many_streams_for_a_role_is_resource_exhausted() -> None:
         for i in range(16):
             assert h.stream().arbitrate(i + 1).status.code in (OK, ALREADY_EXISTS)
         extra = h.stream()
-        extra.send(p4runtime_pb2.StreamMessageRequest(
-            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=DEVICE_ID,
-                                                              election_id=uint128(99))))
+        extra.send(
+            p4runtime_pb2.StreamMessageRequest(
+                arbitration=p4runtime_pb2.MasterArbitrationUpdate(
+                    device_id=DEVICE_ID, election_id=uint128(99)
+                )
+            )
+        )
         assert extra.ended().code() == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -86,22 +86,34 @@ def _entry(table: str, *fms: FM, priority: int = 0, v: int = 1) -> TE:
 
 
 KIND3 = FM(field_id=2, exact=FM.Exact(value=b"\x03"))
-LPM_ENTRY = TE(table_id=tid("MyIngress.t_lpm"),
-               match=[FM(field_id=1, lpm=FM.LPM(value=b"\x0a\x00\x00\x00", prefix_len=8))])
+LPM_ENTRY = TE(
+    table_id=tid("MyIngress.t_lpm"),
+    match=[FM(field_id=1, lpm=FM.LPM(value=b"\x0a\x00\x00\x00", prefix_len=8))],
+)
 LPM_ENTRY.action.action.action_id = aid("MyIngress.set_out_rated")
 LPM_ENTRY.action.action.params.add(param_id=1, value=b"\x01")
 NON_EXACT_ENTRIES = [
     LPM_ENTRY,
-    _entry("MyIngress.t_ternary", FM(field_id=1, ternary=FM.Ternary(value=b"\x01\x00",
-                                                                    mask=b"\xff\x00")),
-           KIND3, priority=10),
+    _entry(
+        "MyIngress.t_ternary",
+        FM(field_id=1, ternary=FM.Ternary(value=b"\x01\x00", mask=b"\xff\x00")),
+        KIND3,
+        priority=10,
+    ),
     _entry("MyIngress.t_ternary", KIND3, priority=5),  # ternary field omitted: don't care
-    _entry("MyIngress.t_range", FM(field_id=1, range=FM.Range(low=b"\x10", high=b"\x01\x00")),
-           priority=3),
-    _entry("MyIngress.t_optional", FM(field_id=1, optional=FM.Optional(value=b"\x07")), KIND3,
-           priority=2),
+    _entry(
+        "MyIngress.t_range",
+        FM(field_id=1, range=FM.Range(low=b"\x10", high=b"\x01\x00")),
+        priority=3,
+    ),
+    _entry(
+        "MyIngress.t_optional",
+        FM(field_id=1, optional=FM.Optional(value=b"\x07")),
+        KIND3,
+        priority=2,
+    ),
     _entry("MyIngress.t_optional", KIND3, priority=1),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("entry", NON_EXACT_ENTRIES, ids=lambda e: str(e.table_id))
@@ -120,23 +132,36 @@ def test_priorities_are_required_exactly_for_ternary_range_optional() -> None:
         prio_on_exact = exact_entry(1, "MyIngress.set_out", 1)
         prio_on_exact.priority = 5
         negative = _entry("MyIngress.t_range", priority=-1)
-        assert write_codes(h, update(INSERT, table_entry=no_prio),
-                           update(INSERT, table_entry=prio_on_exact),
-                           update(INSERT, table_entry=negative)) == [code_pb2.INVALID_ARGUMENT] * 3
+        assert (
+            write_codes(
+                h,
+                update(INSERT, table_entry=no_prio),
+                update(INSERT, table_entry=prio_on_exact),
+                update(INSERT, table_entry=negative),
+            )
+            == [code_pb2.INVALID_ARGUMENT] * 3
+        )
 
 
 def test_wildcard_and_filtered_reads() -> None:
     with running() as h:
-        h.write(update(INSERT, table_entry=exact_entry(1, "MyIngress.set_out", 1)),
-                update(INSERT, table_entry=exact_entry(2, "MyIngress.fwd", 2)),
-                *[update(INSERT, table_entry=e) for e in NON_EXACT_ENTRIES[1:3]])
+        h.write(
+            update(INSERT, table_entry=exact_entry(1, "MyIngress.set_out", 1)),
+            update(INSERT, table_entry=exact_entry(2, "MyIngress.fwd", 2)),
+            *[update(INSERT, table_entry=e) for e in NON_EXACT_ENTRIES[1:3]],
+        )
         everything = h.read(p4runtime_pb2.Entity(table_entry=TE()))
         assert len(everything) == 5  # + the const entry of t_const
         assert any(e.table_entry.is_const for e in everything)
         one = read_table(h, "MyIngress.t_exact", match=exact_entry(2).match)
         assert [e.match[0].exact.value for e in one] == [b"\x02"]
-        by_action = read_table(h, "MyIngress.t_exact", action=p4runtime_pb2.TableAction(
-            action=p4runtime_pb2.Action(action_id=aid("MyIngress.fwd"))))
+        by_action = read_table(
+            h,
+            "MyIngress.t_exact",
+            action=p4runtime_pb2.TableAction(
+                action=p4runtime_pb2.Action(action_id=aid("MyIngress.fwd"))
+            ),
+        )
         assert len(by_action) == 1
         assert len(read_table(h, "MyIngress.t_ternary", priority=10)) == 1
         assert read_table(h, "MyIngress.t_exact", match=exact_entry(9).match) == []
@@ -147,8 +172,10 @@ def test_cookies_are_stored_and_filter_reads() -> None:
         te = exact_entry(1, "MyIngress.set_out", 1)
         te.controller_metadata = 77
         te.metadata = b"\x00opaque"
-        h.write(update(INSERT, table_entry=te),
-                update(INSERT, table_entry=exact_entry(2, "MyIngress.set_out", 1)))
+        h.write(
+            update(INSERT, table_entry=te),
+            update(INSERT, table_entry=exact_entry(2, "MyIngress.set_out", 1)),
+        )
         [got] = read_table(h, "MyIngress.t_exact", metadata=b"\x00opaque")
         assert (got.controller_metadata, got.metadata) == (77, b"\x00opaque")
         assert len(read_table(h, "MyIngress.t_exact", controller_metadata=77)) == 1
@@ -168,16 +195,28 @@ def test_default_entry_rules() -> None:
         assert read_table(h, "MyIngress.t_exact") == []  # the default is not a match entry
         table_only = TE(table_id=tid("MyIngress.t_exact"), is_default_action=True)
         table_only.action.action.action_id = aid("MyIngress.hit_only")
-        with_match = TE(table_id=tid("MyIngress.t_exact"), is_default_action=True,
-                        match=exact_entry(1).match, action=new.action)
+        with_match = TE(
+            table_id=tid("MyIngress.t_exact"),
+            is_default_action=True,
+            match=exact_entry(1).match,
+            action=new.action,
+        )
         const_default = TE(table_id=tid("MyIngress.t_const_default"), is_default_action=True)
         const_default.action.action.action_id = aid("NoAction")
-        assert write_codes(h, update(MODIFY, table_entry=table_only),
-                           update(INSERT, table_entry=new), update(DELETE, table_entry=default),
-                           update(MODIFY, table_entry=with_match),
-                           update(MODIFY, table_entry=const_default)) == [
-            code_pb2.PERMISSION_DENIED, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT,
-            code_pb2.INVALID_ARGUMENT, code_pb2.PERMISSION_DENIED]
+        assert write_codes(
+            h,
+            update(MODIFY, table_entry=table_only),
+            update(INSERT, table_entry=new),
+            update(DELETE, table_entry=default),
+            update(MODIFY, table_entry=with_match),
+            update(MODIFY, table_entry=const_default),
+        ) == [
+            code_pb2.PERMISSION_DENIED,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.PERMISSION_DENIED,
+        ]
         h.write(update(MODIFY, table_entry=default))  # no action: back to the program's default
         [got] = read_table(h, "MyIngress.t_exact", is_default_action=True)
         assert got.action.action.action_id == aid("MyIngress.miss")
@@ -188,7 +227,8 @@ def test_default_entry_rules() -> None:
 def test_entry_only_and_default_only_action_scopes() -> None:
     with running() as h:
         assert write_codes(h, update(INSERT, table_entry=exact_entry(1, "MyIngress.miss"))) == [
-            code_pb2.PERMISSION_DENIED]
+            code_pb2.PERMISSION_DENIED
+        ]
         h.write(update(INSERT, table_entry=exact_entry(1, "MyIngress.hit_only")))
 
 
@@ -197,12 +237,20 @@ def test_const_tables_refuse_entry_writes() -> None:
         [const] = read_table(h, "MyIngress.t_const")
         assert const.is_const and const.match[0].exact.value == b"\xc0"
         new = exact_entry(1, "MyIngress.set_out", 1, table="MyIngress.t_const")
-        assert write_codes(h, update(INSERT, table_entry=new),
-                           update(MODIFY, table_entry=exact_entry(0xC0, "MyIngress.set_out", 2,
-                                                                  table="MyIngress.t_const")),
-                           update(DELETE, table_entry=exact_entry(0xC0,
-                                                                  table="MyIngress.t_const"))
-                           ) == [code_pb2.PERMISSION_DENIED] * 3
+        assert (
+            write_codes(
+                h,
+                update(INSERT, table_entry=new),
+                update(
+                    MODIFY,
+                    table_entry=exact_entry(
+                        0xC0, "MyIngress.set_out", 2, table="MyIngress.t_const"
+                    ),
+                ),
+                update(DELETE, table_entry=exact_entry(0xC0, table="MyIngress.t_const")),
+            )
+            == [code_pb2.PERMISSION_DENIED] * 3
+        )
         bad = exact_entry(0xC0, "MyIngress.set_out", 2, table="MyIngress.t_const")
         bad.is_const = True
         assert write_codes(h, update(MODIFY, table_entry=bad)) == [code_pb2.INVALID_ARGUMENT]
@@ -212,19 +260,27 @@ def test_batch_errors_are_reported_per_update_in_order() -> None:
     with running() as h:
         h.write(update(INSERT, table_entry=exact_entry(1, "MyIngress.set_out", 1)))
         with pytest.raises(grpc.RpcError) as err:
-            h.write(update(INSERT, table_entry=exact_entry(2, "MyIngress.set_out", 2)),
-                    update(INSERT, table_entry=exact_entry(1, "MyIngress.set_out", 3)),
-                    update(INSERT, table_entry=exact_entry(3, "MyIngress.set_out", 4)),
-                    update(INSERT, table_entry=TE(table_id=12345)),
-                    p4runtime_pb2.Update(type=INSERT),
-                    p4runtime_pb2.Update(type=p4runtime_pb2.Update.UNSPECIFIED,
-                                         entity=p4runtime_pb2.Entity(
-                                             table_entry=exact_entry(4, "MyIngress.drop"))))
+            h.write(
+                update(INSERT, table_entry=exact_entry(2, "MyIngress.set_out", 2)),
+                update(INSERT, table_entry=exact_entry(1, "MyIngress.set_out", 3)),
+                update(INSERT, table_entry=exact_entry(3, "MyIngress.set_out", 4)),
+                update(INSERT, table_entry=TE(table_id=12345)),
+                p4runtime_pb2.Update(type=INSERT),
+                p4runtime_pb2.Update(
+                    type=p4runtime_pb2.Update.UNSPECIFIED,
+                    entity=p4runtime_pb2.Entity(table_entry=exact_entry(4, "MyIngress.drop")),
+                ),
+            )
         assert err.value.code() == grpc.StatusCode.UNKNOWN
         errs = details(err.value)
         assert [e.canonical_code for e in errs] == [
-            code_pb2.OK, code_pb2.ALREADY_EXISTS, code_pb2.OK, code_pb2.INVALID_ARGUMENT,
-            code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT]
+            code_pb2.OK,
+            code_pb2.ALREADY_EXISTS,
+            code_pb2.OK,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+        ]
         assert errs[0].message == "" and errs[1].message
         kinds = sorted(e.match[0].exact.value for e in read_table(h, "MyIngress.t_exact"))
         assert kinds == [b"\x01", b"\x02", b"\x03"]
@@ -258,28 +314,38 @@ def test_direct_counter_via_table_entry_and_direct_counter_entry() -> None:
         dce.data.packet_count = 3
         dce.data.byte_count = 4
         h.write(update(MODIFY, direct_counter_entry=dce))
-        [ent] = h.read(p4runtime_pb2.Entity(direct_counter_entry=p4runtime_pb2.DirectCounterEntry(
-            table_entry=TE(table_id=tid("MyIngress.t_exact")))))
-        assert (ent.direct_counter_entry.data.packet_count,
-                ent.direct_counter_entry.data.byte_count) == (3, 4)
+        [ent] = h.read(
+            p4runtime_pb2.Entity(
+                direct_counter_entry=p4runtime_pb2.DirectCounterEntry(
+                    table_entry=TE(table_id=tid("MyIngress.t_exact"))
+                )
+            )
+        )
+        assert (
+            ent.direct_counter_entry.data.packet_count,
+            ent.direct_counter_entry.data.byte_count,
+        ) == (3, 4)
         h.write(update(MODIFY, table_entry=exact_entry(1, "MyIngress.fwd", 2)))  # keeps counts
         [got] = read_table(h, "MyIngress.t_exact", counter_data=p4runtime_pb2.CounterData())
         assert got.counter_data.packet_count == 3
         no_counter = _entry("MyIngress.t_range", priority=1)
         no_counter.counter_data.packet_count = 1
         missing = p4runtime_pb2.DirectCounterEntry(table_entry=exact_entry(9))
-        assert write_codes(h, update(INSERT, table_entry=no_counter),
-                           update(MODIFY, direct_counter_entry=missing),
-                           update(INSERT, direct_counter_entry=dce)) == [
-            code_pb2.INVALID_ARGUMENT, code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
+        assert write_codes(
+            h,
+            update(INSERT, table_entry=no_counter),
+            update(MODIFY, direct_counter_entry=missing),
+            update(INSERT, direct_counter_entry=dce),
+        ) == [code_pb2.INVALID_ARGUMENT, code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
 
 
 def test_direct_meter_via_table_entry_and_direct_meter_entry() -> None:
     with running() as h:
         te = TE()
         te.CopyFrom(LPM_ENTRY)
-        te.meter_config.CopyFrom(p4runtime_pb2.MeterConfig(cir=1000, cburst=100, pir=2000,
-                                                           pburst=200))
+        te.meter_config.CopyFrom(
+            p4runtime_pb2.MeterConfig(cir=1000, cburst=100, pir=2000, pburst=200)
+        )
         h.write(update(INSERT, table_entry=te))
         [got] = read_table(h, "MyIngress.t_lpm", meter_config=p4runtime_pb2.MeterConfig())
         assert got.meter_config == te.meter_config
@@ -325,13 +391,15 @@ def test_rpc_level_checks() -> None:
         with pytest.raises(grpc.RpcError) as err:
             list(h.stub.Read(p4runtime_pb2.ReadRequest(device_id=7)))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        req = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, election_id=uint128(5),
-                                         role="nobody")
+        req = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, election_id=uint128(5), role="nobody")
         with pytest.raises(grpc.RpcError) as err:
             h.stub.Write(req)
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        req = p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, election_id=uint128(5),
-                                         atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
+        req = p4runtime_pb2.WriteRequest(
+            device_id=DEVICE_ID,
+            election_id=uint128(5),
+            atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
+        )
         with pytest.raises(grpc.RpcError) as err:
             h.stub.Write(req)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
@@ -341,24 +409,33 @@ def test_rpc_level_checks() -> None:
 def test_read_batch_with_a_bad_request_returns_the_rest_and_details() -> None:
     with running() as h:
         h.write(update(INSERT, table_entry=exact_entry(1, "MyIngress.drop")))
-        req = p4runtime_pb2.ReadRequest(device_id=DEVICE_ID, entities=[
-            p4runtime_pb2.Entity(table_entry=TE(table_id=tid("MyIngress.t_exact"))),
-            p4runtime_pb2.Entity(table_entry=TE(table_id=999)),
-            p4runtime_pb2.Entity()])
+        req = p4runtime_pb2.ReadRequest(
+            device_id=DEVICE_ID,
+            entities=[
+                p4runtime_pb2.Entity(table_entry=TE(table_id=tid("MyIngress.t_exact"))),
+                p4runtime_pb2.Entity(table_entry=TE(table_id=999)),
+                p4runtime_pb2.Entity(),
+            ],
+        )
         got = []
         with pytest.raises(grpc.RpcError) as err:
             for rep in h.stub.Read(req):
                 got.extend(rep.entities)
         assert len(got) == 1
         assert err.value.code() == grpc.StatusCode.UNKNOWN
-        assert codes(err.value) == [code_pb2.OK, code_pb2.INVALID_ARGUMENT,
-                                    code_pb2.INVALID_ARGUMENT]
+        assert codes(err.value) == [
+            code_pb2.OK,
+            code_pb2.INVALID_ARGUMENT,
+            code_pb2.INVALID_ARGUMENT,
+        ]
 
 
 def test_entries_forward_packets() -> None:
     with running() as h:
-        h.write(update(INSERT, table_entry=exact_entry(4, "MyIngress.fwd", 9)),
-                update(INSERT, table_entry=NON_EXACT_ENTRIES[3]))  # t_range sets out=1
+        h.write(
+            update(INSERT, table_entry=exact_entry(4, "MyIngress.fwd", 9)),
+            update(INSERT, table_entry=NON_EXACT_ENTRIES[3]),
+        )  # t_range sets out=1
         with h.device.lock:
             h.device.receive(1, packet(kind=4, rport=0x20))
             [(port, data)] = h.device.service_queues()

@@ -25,9 +25,12 @@ from switch.device.pcap import (
 
 
 def _frame(i: int) -> bytes:
-    pkt = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IPv6(
-        src="2001:db8::1", dst="2001:db8::2"
-    ) / UDP(sport=1000 + i, dport=4791) / (b"p" * 64)
+    pkt = (
+        Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
+        / IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / UDP(sport=1000 + i, dport=4791)
+        / (b"p" * 64)
+    )
     return bytes(pkt)
 
 
@@ -87,8 +90,10 @@ def test_truncated_file_reads_complete_records(tmp_path: Path) -> None:
 
 
 def test_port_paths_follow_bmv2(tmp_path: Path) -> None:
-    assert port_pcap_paths(tmp_path, "veth2") == (tmp_path / "veth2_in.pcap",
-                                                  tmp_path / "veth2_out.pcap")
+    assert port_pcap_paths(tmp_path, "veth2") == (
+        tmp_path / "veth2_in.pcap",
+        tmp_path / "veth2_out.pcap",
+    )
 
 
 @pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump is not installed")
@@ -113,7 +118,11 @@ def test_port_captures_write_in_and_out_files(tmp_path: Path) -> None:
         caps.sent(9, _frame(9))  # no such port: ignored
     d = tmp_path / "pcaps"
     assert sorted(p.name for p in d.iterdir()) == [
-        "veth1_in.pcap", "veth1_out.pcap", "veth3_in.pcap", "veth3_out.pcap"]
+        "veth1_in.pcap",
+        "veth1_out.pcap",
+        "veth3_in.pcap",
+        "veth3_out.pcap",
+    ]
     assert [f for _t, f in read_pcap(d / "veth1_in.pcap")] == [_frame(1)]
     assert [f for _t, f in read_pcap(d / "veth3_out.pcap")] == [_frame(2), _frame(3)]
     assert list(read_pcap(d / "veth1_out.pcap")) == []

@@ -380,10 +380,44 @@ def test_unterminated_if_is_reported_where_it_was_written_despite_line() -> None
 
 
 _PIECES = [
-    "#define ", "#undef ", "#if ", "#ifdef ", "#elif ", "#else", "#endif", "#include ", "#line ",
-    "#error ", "A", "F", "(", ")", ",", "##", "#", '"s"', '"', "<", ">", "/*", "*/", "//", "\\",
-    "1", "0", "&&", "?", ":", "/", "defined", "...", "__VA_ARGS__", "__LINE__", " ", "\n",
-]  # fmt: skip
+    "#define ",
+    "#undef ",
+    "#if ",
+    "#ifdef ",
+    "#elif ",
+    "#else",
+    "#endif",
+    "#include ",
+    "#line ",
+    "#error ",
+    "A",
+    "F",
+    "(",
+    ")",
+    ",",
+    "##",
+    "#",
+    '"s"',
+    '"',
+    "<",
+    ">",
+    "/*",
+    "*/",
+    "//",
+    "\\",
+    "1",
+    "0",
+    "&&",
+    "?",
+    ":",
+    "/",
+    "defined",
+    "...",
+    "__VA_ARGS__",
+    "__LINE__",
+    " ",
+    "\n",
+]
 
 
 @settings(max_examples=300, deadline=None)

@@ -81,8 +81,11 @@ def test_register_control_plane_is_strict() -> None:
     assert r.control_read(1) == -5
     r.control_write(1, 0xFB)  # the unsigned spelling of the same bits
     assert r.control_read(1) == -5
-    for index, value, code in [(2, 0, Code.OUT_OF_RANGE), (0, 256, Code.INVALID_ARGUMENT),
-                               (0, -129, Code.INVALID_ARGUMENT)]:
+    for index, value, code in [
+        (2, 0, Code.OUT_OF_RANGE),
+        (0, 256, Code.INVALID_ARGUMENT),
+        (0, -129, Code.INVALID_ARGUMENT),
+    ]:
         with pytest.raises(StateError) as err:
             r.control_write(index, value)
         assert err.value.code is code
@@ -147,8 +150,10 @@ def test_meter_set_config_converts_per_second_rates() -> None:
 
 
 def test_direct_counter_and_meter_live_on_the_entry() -> None:
-    t = Table(table(("h.a", 8, EXACT), direct_counter="MyIngress.dc", direct_meter="MyIngress.dm"),
-              ACTIONS)
+    t = Table(
+        table(("h.a", 8, EXACT), direct_counter="MyIngress.dc", direct_meter="MyIngress.dm"),
+        ACTIONS,
+    )
     t.insert(TableEntry((1,), action=fwd(1)))
     entry = t.lookup((1,))[0]
     assert entry is not None

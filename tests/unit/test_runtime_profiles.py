@@ -39,8 +39,11 @@ def test_member_lifecycle() -> None:
         (Code.NOT_FOUND, [], lambda p: p.modify_member(1, fwd(2))),
         (Code.NOT_FOUND, [], lambda p: p.delete_member(1)),
         (Code.INVALID_ARGUMENT, [], lambda p: p.insert_member(1, ActionCall("MyIngress.nope"))),
-        (Code.INVALID_ARGUMENT, [],
-         lambda p: p.insert_member(1, ActionCall("MyIngress.only_default"))),
+        (
+            Code.INVALID_ARGUMENT,
+            [],
+            lambda p: p.insert_member(1, ActionCall("MyIngress.only_default")),
+        ),
         (Code.INVALID_ARGUMENT, [], lambda p: p.insert_member(1, ActionCall("MyIngress.fwd"))),
         (Code.INVALID_ARGUMENT, [], lambda p: p.insert_member(-1, fwd(1))),
         (Code.RESOURCE_EXHAUSTED, [(1, fwd(1)), (2, fwd(2))], lambda p: p.insert_member(3, fwd(3))),

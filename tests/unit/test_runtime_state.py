@@ -31,8 +31,12 @@ def schema() -> ProgramSchema:
         tables=[
             table(("h.a", 8, EXACT), name="MyIngress.fib", default=ActionCall("MyIngress.drop")),
             table(("h.a", 8, EXACT), name="MyEgress.fib"),
-            table(("h.a", 8, EXACT), ("h.s", 16, SELECTOR), name="MyIngress.ecmp",
-                  implementation="MyIngress.ecmp_sel"),
+            table(
+                ("h.a", 8, EXACT),
+                ("h.s", 16, SELECTOR),
+                name="MyIngress.ecmp",
+                implementation="MyIngress.ecmp_sel",
+            ),
         ],
         action_profiles=[
             ActionProfileSpec("MyIngress.ecmp_sel", 16, ("MyIngress.ecmp",), True, "crc16", 16)

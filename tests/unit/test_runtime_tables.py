@@ -311,13 +311,22 @@ def test_lookup_cache_is_bounded() -> None:
 
 def selector_table(with_selector: bool = True) -> tuple[Table, ActionProfile]:
     prof = ActionProfile(
-        ActionProfileSpec("MyIngress.sel", 16, ("MyIngress.t",), with_selector,
-                          algorithm="crc16" if with_selector else None),
+        ActionProfileSpec(
+            "MyIngress.sel",
+            16,
+            ("MyIngress.t",),
+            with_selector,
+            algorithm="crc16" if with_selector else None,
+        ),
         ACTIONS,
         {r.name: r for r in table().actions},
     )
-    spec = table(("h.a", 8, EXACT), ("h.s1", 32, SELECTOR), ("h.s2", 16, SELECTOR),
-                 implementation="MyIngress.sel")
+    spec = table(
+        ("h.a", 8, EXACT),
+        ("h.s1", 32, SELECTOR),
+        ("h.s2", 16, SELECTOR),
+        implementation="MyIngress.sel",
+    )
     return Table(spec, ACTIONS, prof), prof
 
 
@@ -432,7 +441,12 @@ def test_masked_lookup_agrees_with_a_linear_scan(seed: int) -> None:
         for e in live:  # insertion order: the first of the highest priority wins
             (tv, tm), (lo, hi), (lv, lp), ev = e.match  # type: ignore[misc]
             lmask = (0xFF << (8 - lp)) & 0xFF
-            if (key[0] & tm == tv and lo <= key[1] <= hi and key[2] & lmask == lv
-                    and key[3] == ev and (best is None or e.priority > best.priority)):
+            if (
+                key[0] & tm == tv
+                and lo <= key[1] <= hi
+                and key[2] & lmask == lv
+                and key[3] == ev
+                and (best is None or e.priority > best.priority)
+            ):
                 best = e
         assert t.lookup(key)[0] is best

@@ -52,8 +52,13 @@ MCAST = ActionSpec("MyIngress.mcast", (ParamSpec(1, "grp", 16),))
 DROP = ActionSpec("MyIngress.drop", ())
 NOACTION = ActionSpec("NoAction", ())
 SETV = ActionSpec("MyIngress.set_vrf", (ParamSpec(1, "vrf", 4), ParamSpec(2, "tag", 8)))
-REFS = (ActionRef(FWD.name), ActionRef(MCAST.name), ActionRef(DROP.name), ActionRef("NoAction"),
-        ActionRef(SETV.name, ActionScope.TABLE_AND_DEFAULT))
+REFS = (
+    ActionRef(FWD.name),
+    ActionRef(MCAST.name),
+    ActionRef(DROP.name),
+    ActionRef("NoAction"),
+    ActionRef(SETV.name, ActionScope.TABLE_AND_DEFAULT),
+)
 
 
 def _table(name: str, keys: list[tuple[str, int, MatchKind]], **kw: object) -> TableSpec:
@@ -70,22 +75,34 @@ def _table(name: str, keys: list[tuple[str, int, MatchKind]], **kw: object) -> T
     return TableSpec(**args)  # type: ignore[arg-type]
 
 
-E, L, T, R, OPT = (MatchKind.EXACT, MatchKind.LPM, MatchKind.TERNARY, MatchKind.RANGE,
-                   MatchKind.OPTIONAL)
+E, L, T, R, OPT = (
+    MatchKind.EXACT,
+    MatchKind.LPM,
+    MatchKind.TERNARY,
+    MatchKind.RANGE,
+    MatchKind.OPTIONAL,
+)
 
 SCHEMA = ProgramSchema(
     actions=[FWD, MCAST, DROP, NOACTION, SETV],
     tables=[
         _table("MyIngress.acl", [("hdr.ethernet.etherType", 16, T), ("hdr.vlan[0].vid", 12, R)]),
-        _table("MyIngress.dmac", [("hdr.ethernet.dstAddr", 48, E)],
-               default_action=ActionCall("MyIngress.drop"), direct_counter="MyIngress.dmac_hits"),
-        _table("MyIngress.kinds", [("meta.vrf", 4, E), ("hdr.ipv4.dstAddr", 32, L),
-                                   ("hdr.ipv4.isValid()", 1, E)]),
+        _table(
+            "MyIngress.dmac",
+            [("hdr.ethernet.dstAddr", 48, E)],
+            default_action=ActionCall("MyIngress.drop"),
+            direct_counter="MyIngress.dmac_hits",
+        ),
+        _table(
+            "MyIngress.kinds",
+            [("meta.vrf", 4, E), ("hdr.ipv4.dstAddr", 32, L), ("hdr.ipv4.isValid()", 1, E)],
+        ),
         _table("MyIngress.tern", [("hdr.ipv4.dstAddr", 32, T), ("meta.opt", 8, OPT)]),
         _table("MyIngress.x.acl2", [("k", 8, E)]),
         _table("MyEgress.acl2", [("k", 8, E)]),
-        _table("MyIngress.ecmp", [("hdr.ethernet.dstAddr", 48, E)],
-               implementation="MyIngress.ecmp_ap"),
+        _table(
+            "MyIngress.ecmp", [("hdr.ethernet.dstAddr", 48, E)], implementation="MyIngress.ecmp_ap"
+        ),
     ],
     action_profiles=[ActionProfileSpec("MyIngress.ecmp_ap", 16, ("MyIngress.ecmp",), False)],
     counters=[CounterSpec("MyIngress.port_pkts", 16, CounterUnit.BOTH)],
@@ -224,7 +241,9 @@ def test_add_with_priority_keys_action_and_handle() -> None:
     assert isinstance(cmd, AddCmd)
     assert (cmd.table, cmd.priority, cmd.handle) == ("acl", 5, "A1")
     assert [(k.name, k.value, k.sep, k.bound) for k in cmd.keys] == [
-        ("etherType", "0x08**", "", None), ("vlan$0.vid", "10", "->", "20")]
+        ("etherType", "0x08**", "", None),
+        ("vlan$0.vid", "10", "->", "20"),
+    ]
     assert cmd.action.name == "fwd" and [a[:2] for a in cmd.action.args] == [("port", "3")]
 
 
@@ -436,8 +455,10 @@ def test_range_key_values_and_header_stack_names(keys: str, match: tuple[object,
         ("add dmac dstAddr:1 fwd()", "needs parameter(s) port"),
         ("add dmac dstAddr:1 fwd(port:512)", "does not fit parameter 'port'"),
         ("add kinds hdr.ipv4.dstAddr:1/33 NoAction()", "prefix length 33 exceeds"),
-        ("add dmac dstAddr:1 NoAction()\nadd dmac dstAddr:1 NoAction()",
-         "an entry with this match and priority exists"),
+        (
+            "add dmac dstAddr:1 NoAction()\nadd dmac dstAddr:1 NoAction()",
+            "an entry with this match and priority exists",
+        ),
         ("remove H", "unknown entry handle 'H'"),
         ("setdefault dmac set_vrf(vrf:1)", "needs parameter(s) tag"),
         ("mc_node_associate 1 0", "unknown multicast group '1'"),
@@ -548,16 +569,16 @@ def test_no_packet_checks_the_previous_packet() -> None:
 
 def test_add_on_an_indirect_table_creates_a_member() -> None:
     sw = FakeSwitch()
-    StfRunner(sw, io.StringIO()).run(parse_stf(
-        "add ecmp dstAddr:1 fwd(port:4)\nadd ecmp dstAddr:2 fwd(port:4)"))
+    StfRunner(sw, io.StringIO()).run(
+        parse_stf("add ecmp dstAddr:1 fwd(port:4)\nadd ecmp dstAddr:2 fwd(port:4)")
+    )
     table = sw.state.tables["MyIngress.ecmp"]
     assert table.lookup((1,))[1:] == ("MyIngress.fwd", (4,))
     assert len(sw.state.action_profiles["MyIngress.ecmp_ap"].members) == 1
 
 
 def test_verbose_shows_commands_and_packets() -> None:
-    code, out = run(f"add dmac dstAddr:2 fwd(port:3)\npacket 0 {PKT}\nexpect 3 {PKT}",
-                    verbose=True)
+    code, out = run(f"add dmac dstAddr:2 fwd(port:3)\npacket 0 {PKT}\nexpect 3 {PKT}", verbose=True)
     assert code == 0
     assert "   2: packet 0" in out
     assert "in  port 0: 00 00 00 00 00 02" in out and "out port 3: 00 00" in out
@@ -593,8 +614,9 @@ def _fake_compiler(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[
         calls.append(("new_switch", seed))
         return FakeSwitch()
 
-    def load_program(path: str, include_dirs: tuple[str, ...] = (),
-                     defines: object = None) -> Program:
+    def load_program(
+        path: str, include_dirs: tuple[str, ...] = (), defines: object = None
+    ) -> Program:
         calls.append(("load", path, include_dirs))
         if fail:
             raise ParseError("expected ';'", Span("prog.p4", 3, 7, "  x = 1"))

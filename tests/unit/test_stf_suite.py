@@ -47,8 +47,12 @@ def test_tf_p4_stf_reports_a_mismatch_with_a_diff(tmp_path: Path) -> None:
         bad.append(line)
     stf = tmp_path / "bad.stf"
     stf.write_text("\n".join(bad) + "\n")
-    r = subprocess.run([sys.executable, "-m", "switch.cli", "stf", str(prog), str(stf)],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "switch.cli", "stf", str(prog), str(stf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert "FAIL" in r.stdout and "^" in r.stdout
     assert "Traceback" not in r.stderr

@@ -25,8 +25,10 @@ from topologies.hostconf import (
 from topologies.model import FabricSpec, build_fabric, port_ifname
 
 
-@pytest.mark.parametrize(("plane", "prefix"), [(0, "fcbb:bb00:1000::/40"), (1, "fcbb:bb00:1100::/40"),
-                                               (15, "fcbb:bb00:1f00::/40")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("plane", "prefix"),
+    [(0, "fcbb:bb00:1000::/40"), (1, "fcbb:bb00:1100::/40"), (15, "fcbb:bb00:1f00::/40")],
+)
 def test_plane_prefix_covers_exactly_that_planes_leaves(plane: int, prefix: str) -> None:
     assert plane_prefix(plane) == prefix
     net = ipaddress.IPv6Network(prefix)
@@ -71,8 +73,10 @@ def test_every_path_address_has_exactly_one_route_out_of_its_planes_nic() -> Non
     nets = [(ipaddress.IPv6Network(r.prefix), r.ifname) for r in cfg.routes]
     for other in fabric.hosts[1:]:
         for path in fabric.paths("h1", other.name):
-            best = max((n for n in nets if ipaddress.IPv6Address(path.address) in n[0]),
-                       key=lambda n: n[0].prefixlen)  # fmt: skip
+            best = max(
+                (n for n in nets if ipaddress.IPv6Address(path.address) in n[0]),
+                key=lambda n: n[0].prefixlen,
+            )
             assert best[1] == path.src_nic
 
 
@@ -110,16 +114,28 @@ def test_tf_switch_command_line_is_simple_switch_grpc_compatible() -> None:
     fabric = build_fabric(FabricSpec())
     leaf = fabric.switch("p0l1")
     argv = switch_argv(leaf, SwitchOptions(link_mbps=100, queue_depth=64))
-    assert argv[:8] == ["-i", "1@p0l1-eth1", "-i", "2@p0l1-eth2", "-i", "3@p0l1-eth3",
-                        "-i", "4@p0l1-eth4"]  # fmt: skip
+    assert argv[:8] == [
+        "-i",
+        "1@p0l1-eth1",
+        "-i",
+        "2@p0l1-eth2",
+        "-i",
+        "3@p0l1-eth3",
+        "-i",
+        "4@p0l1-eth4",
+    ]
     assert argv[argv.index("--device-id") + 1] == str(leaf.device_id)
     assert argv[argv.index("--thrift-port") + 1] == str(leaf.thrift_port)
     assert argv[argv.index("--queue-rate") + 1] == "100mbps"
     assert argv[argv.index("--queue-depth") + 1] == "64"
     assert "--no-p4" in argv and "--pcap" not in argv
     sep = argv.index("--")
-    assert argv[sep + 1 :] == ["--grpc-server-addr", f"127.0.0.1:{leaf.grpc_port}",
-                               "--cpu-port", "255"]  # fmt: skip
+    assert argv[sep + 1 :] == [
+        "--grpc-server-addr",
+        f"127.0.0.1:{leaf.grpc_port}",
+        "--cpu-port",
+        "255",
+    ]
 
 
 def test_tf_switch_parses_the_command_line() -> None:
@@ -156,4 +172,3 @@ def test_switch_port_names_and_macs_are_unique() -> None:
     macs = [port_mac(s, p) for s in fabric.switches for p in s.ports]
     assert len(set(names)) == len(names) and len(set(macs)) == len(macs)
     assert all(len(n) <= 15 for n in names)
-

@@ -51,9 +51,11 @@ def test_wire_format_round_trips_and_rejects_other_datagrams() -> None:
 
 
 def test_summary_counts_per_plane_and_lists_failures() -> None:
-    rs = [probe.ProbeResult("h1", "h2", 0, 0, "a", True, 1.0),
-          probe.ProbeResult("h1", "h2", 0, 1, "b", True, 3.0),
-          probe.ProbeResult("h1", "h2", 1, 0, "c", False, None, "no reply")]  # fmt: skip
+    rs = [
+        probe.ProbeResult("h1", "h2", 0, 0, "a", True, 1.0),
+        probe.ProbeResult("h1", "h2", 0, 1, "b", True, 3.0),
+        probe.ProbeResult("h1", "h2", 1, 0, "c", False, None, "no reply"),
+    ]
     text = probe.summarize(rs)
     assert text.splitlines()[0].startswith("2/3 paths ok")
     assert "plane 0: 2/2" in text and "plane 1: 0/1" in text
@@ -72,8 +74,24 @@ def test_pairs_are_parsed_against_the_fabric() -> None:
 
 def test_tf_topo_json_writes_a_loadable_topology(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    assert main(["json", "--planes", "3", "--leaves", "2", "--spines", "1", "--hosts", "1",
-                 "-o", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "json",
+                "--planes",
+                "3",
+                "--leaves",
+                "2",
+                "--spines",
+                "1",
+                "--hosts",
+                "1",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     fabric = Fabric.load(out)
     assert (fabric.spec.planes, fabric.spec.spines, len(fabric.hosts)) == (3, 1, 2)
 
@@ -91,8 +109,19 @@ def test_fork_server_starts_tf_switch_processes_and_stops_them(tmp_path: Path) -
     grpc, thrift = _free_port(), _free_port()
     log = tmp_path / "sw.log"
     with SwitchLauncher() as launcher:
-        launcher.request("s1", ["--no-p4", "--thrift-port", str(thrift), "--log-console", "--",
-                                "--grpc-server-addr", f"127.0.0.1:{grpc}"], str(log))  # fmt: skip
+        launcher.request(
+            "s1",
+            [
+                "--no-p4",
+                "--thrift-port",
+                str(thrift),
+                "--log-console",
+                "--",
+                "--grpc-server-addr",
+                f"127.0.0.1:{grpc}",
+            ],
+            str(log),
+        )
         pid = launcher.collect(1)["s1"]
         deadline = time.monotonic() + 20
         while True:
@@ -119,17 +148,32 @@ def test_fork_server_reports_bad_requests() -> None:
 # -- cleanup helpers ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "ours"), [("p0l0-eth1", True), ("p12s255-eth300", True),
-                                            ("s1-eth1", False), ("h1-eth0", False),
-                                            ("p0l0-eth1x", False), ("eth0", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "ours"),
+    [
+        ("p0l0-eth1", True),
+        ("p12s255-eth300", True),
+        ("s1-eth1", False),
+        ("h1-eth0", False),
+        ("p0l0-eth1x", False),
+        ("eth0", False),
+    ],
+)
 def test_only_fabric_switch_ports_match(name: str, ours: bool) -> None:
     assert bool(cleanup.SWITCH_PORT_RE.match(name)) == ours
 
 
 def test_state_processes_lists_every_recorded_pid() -> None:
-    state = json.loads(json.dumps({
-        "launcher_pid": 10, "switches": {"p0l0": {"pid": 11}, "p0s0": {"pid": None}},
-        "hosts": {"h1": {"pid": 12}}, "controller": {"pid": 13}}))  # fmt: skip
+    state = json.loads(
+        json.dumps(
+            {
+                "launcher_pid": 10,
+                "switches": {"p0l0": {"pid": 11}, "p0s0": {"pid": None}},
+                "hosts": {"h1": {"pid": 12}},
+                "controller": {"pid": 13},
+            }
+        )
+    )
     assert sorted(cleanup.state_processes(state)) == [10, 11, 12, 13]
 
 

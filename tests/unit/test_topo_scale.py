@@ -36,8 +36,9 @@ def test_single_plane_of_the_same_switches() -> None:
     assert same.optics == 8 * 131_072  # 7 switch ends + 1 NIC per host, no breakout
 
 
-@pytest.mark.parametrize(("radix", "tiers", "hosts"), [(64, 2, 2_048), (64, 3, 65_536),
-                                                       (512, 2, 131_072), (4, 3, 16)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("radix", "tiers", "hosts"), [(64, 2, 2_048), (64, 3, 65_536), (512, 2, 131_072), (4, 3, 16)]
+)
 def test_max_hosts_of_a_folded_clos(radix: int, tiers: int, hosts: int) -> None:
     assert max_hosts(radix, tiers) == hosts
 
@@ -72,8 +73,10 @@ def test_impossible_rates_are_rejected_clearly(spec: ScaleSpec, message: str) ->
 
 
 def test_tf_topo_scale_prints_both_fabrics(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["scale", "--radix", "64", "--port-gbps", "800", "--nic-gbps", "800",
-                 "--planes", "8"]) == 0  # fmt: skip
+    assert (
+        main(["scale", "--radix", "64", "--port-gbps", "800", "--nic-gbps", "800", "--planes", "8"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "131,072" in out and "2,048" in out
     assert "8-plane, 2 tiers (512 x 100G)" in out

@@ -23,8 +23,16 @@ from topologies.model import (
 def test_default_fabric_shape() -> None:
     f = build_fabric(FabricSpec())
     assert [h.name for h in f.hosts] == ["h1", "h2", "h3", "h4"]
-    assert [s.name for s in f.switches] == ["p0l0", "p0l1", "p0s0", "p0s1",
-                                            "p1l0", "p1l1", "p1s0", "p1s1"]  # fmt: skip
+    assert [s.name for s in f.switches] == [
+        "p0l0",
+        "p0l1",
+        "p0s0",
+        "p0s1",
+        "p1l0",
+        "p1l1",
+        "p1s0",
+        "p1s1",
+    ]
     assert len(f.links) == 4 * 2 + 2 * 2 * 2
     leaf = f.switch("p0l0")
     assert leaf.ports == {1: "h1", 2: "h2", 3: "p0s0", 4: "p0s1"}

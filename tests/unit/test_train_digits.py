@@ -29,14 +29,22 @@ def test_digits_mlp_reaches_90_percent_with_every_policy(policy: LossPolicy) -> 
     assert [r.round for r in rows] == list(range(120))
     assert all(0 < r.delivered_fraction <= 1 and r.latency_ms > 0 for r in rows)
     bounds = {round(r.loss_bound, 3) for r in rows}
-    assert bounds == {LossPolicy.DBLP: {0.008, 0.408}, LossPolicy.FIXED: {0.008},
-                      LossPolicy.RELIABLE: {0.0}}[policy]  # fmt: skip
+    assert (
+        bounds
+        == {LossPolicy.DBLP: {0.008, 0.408}, LossPolicy.FIXED: {0.008}, LossPolicy.RELIABLE: {0.0}}[
+            policy
+        ]
+    )
     assert len(res.server) == 120 and res.server[0].in_clr
 
 
 def test_a_burst_round_is_slower_and_loses_data_under_dblp() -> None:
-    job = JobSpec(task="digits-mlp", rounds=60, policy=LossPolicy.DBLP,
-                  events=(JobEvent(45, EventKind.BURST, 80.0),))  # fmt: skip
+    job = JobSpec(
+        task="digits-mlp",
+        rounds=60,
+        policy=LossPolicy.DBLP,
+        events=(JobEvent(45, EventKind.BURST, 80.0),),
+    )
     with EmuCluster() as cl:
         res = run_emu_job(job, cl)
     rows = res.rows()
@@ -48,8 +56,14 @@ def test_a_burst_round_is_slower_and_loses_data_under_dblp() -> None:
 
 
 def test_ring_training_runs_on_four_hosts() -> None:
-    job = JobSpec(task="digits-mlp", rounds=40, collective=Collective.RING, workers=4,
-                  policy=LossPolicy.RELIABLE, target_metric=0.8)  # fmt: skip
+    job = JobSpec(
+        task="digits-mlp",
+        rounds=40,
+        collective=Collective.RING,
+        workers=4,
+        policy=LossPolicy.RELIABLE,
+        target_metric=0.8,
+    )
     with EmuCluster() as cl:
         res = run_emu_job(job, cl)
     assert res.final_metric >= 0.8

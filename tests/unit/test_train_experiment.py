@@ -29,19 +29,32 @@ def test_burst_schedule_is_seeded_spaced_and_one_burst_per_level() -> None:
     assert all(e.kind is EventKind.BURST for e in a)
 
 
-def fake_result(policy: LossPolicy, burst_ms: float, calm_ms: float, accuracy: float,
-                rounds: int = 20, burst_round: int = 10) -> JobResult:  # fmt: skip
-    job = JobSpec(rounds=rounds, policy=policy, events=(JobEvent(burst_round, EventKind.BURST, 90),))
+def fake_result(
+    policy: LossPolicy,
+    burst_ms: float,
+    calm_ms: float,
+    accuracy: float,
+    rounds: int = 20,
+    burst_round: int = 10,
+) -> JobResult:
+    job = JobSpec(
+        rounds=rounds, policy=policy, events=(JobEvent(burst_round, EventKind.BURST, 90),)
+    )
     bound = {LossPolicy.DBLP: 0.408, LossPolicy.FIXED: 0.008, LossPolicy.RELIABLE: 0.0}[policy]
     lat = [burst_ms if r == burst_round else calm_ms for r in range(rounds)]
-    server = tuple(ServerRecord(r, bound, 1.0, lat[r] / 2, 0.9 if r == burst_round else 1.0, 1.0,
-                                False, 0.0) for r in range(rounds))  # fmt: skip
+    server = tuple(
+        ServerRecord(r, bound, 1.0, lat[r] / 2, 0.9 if r == burst_round else 1.0, 1.0, False, 0.0)
+        for r in range(rounds)
+    )
     workers = {}
     for rank in range(3):
-        rows = tuple(WorkerRound(rank, r, 0.5, lat[r] / 2, lat[r], 1.0, bound, 0.0)
-                     for r in range(rounds))  # fmt: skip
+        rows = tuple(
+            WorkerRound(rank, r, 0.5, lat[r] / 2, lat[r], 1.0, bound, 0.0) for r in range(rounds)
+        )
         total = sum(lat) / 1e3
-        workers[rank] = WorkerResult(rank, rows, (EvalPoint(rounds - 1, total, accuracy),), total, 10)
+        workers[rank] = WorkerResult(
+            rank, rows, (EvalPoint(rounds - 1, total, accuracy),), total, 10
+        )
     return JobResult(job, server, workers)
 
 
@@ -70,8 +83,16 @@ def test_csvs_have_headers_units_and_one_row_per_round(results, tmp_path: Path) 
     write_csvs(tmp_path, results, compute_figures(results), "emu", names)
     with (tmp_path / names.latency).open() as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["task", "policy", "round", "burst_loss_pct", "latency_ms",
-                             "delivered_fraction", "loss_bound", "train_loss"]  # fmt: skip
+    assert list(rows[0]) == [
+        "task",
+        "policy",
+        "round",
+        "burst_loss_pct",
+        "latency_ms",
+        "delivered_fraction",
+        "loss_bound",
+        "train_loss",
+    ]
     assert len(rows) == 60
     burst = [r for r in rows if r["policy"] == "fixed" and r["burst_loss_pct"] == "90"]
     assert len(burst) == 1 and float(burst[0]["latency_ms"]) == pytest.approx(5000)
@@ -89,8 +110,11 @@ def test_csvs_have_headers_units_and_one_row_per_round(results, tmp_path: Path) 
 def test_record_lines_round_trip_and_reject_bad_ones() -> None:
     rec = ServerRecord(3, 0.408, 1.5, 2.5, 0.9, 1.2, True, 7.0)
     assert from_line(to_line(rec)) == rec
-    for bad in ["not json", json.dumps({"kind": "server_round", "round": 1}),
-                json.dumps({"kind": "pickle", "data": "x"}),
-                to_line(rec).replace('"round": 3', '"round": "three"')]:  # fmt: skip
+    for bad in [
+        "not json",
+        json.dumps({"kind": "server_round", "round": 1}),
+        json.dumps({"kind": "pickle", "data": "x"}),
+        to_line(rec).replace('"round": 3', '"round": "three"'),
+    ]:
         with pytest.raises(RecordError):
             from_line(bad)

@@ -17,10 +17,14 @@ from host.train.tasks import TASKS
 
 
 def test_job_round_trips_through_json() -> None:
-    job = JobSpec(task="chars-transformer", rounds=20, policy=LossPolicy.FIXED,
-                  phase=PhaseConfig(p_low=0.02, k=0.3, eta=0.4, check_every_rounds=5),
-                  workers=3,
-                  events=(JobEvent(3, EventKind.BURST, 90.0), JobEvent(5, EventKind.FAIL_PLANE, 1)))  # fmt: skip
+    job = JobSpec(
+        task="chars-transformer",
+        rounds=20,
+        policy=LossPolicy.FIXED,
+        phase=PhaseConfig(p_low=0.02, k=0.3, eta=0.4, check_every_rounds=5),
+        workers=3,
+        events=(JobEvent(3, EventKind.BURST, 90.0), JobEvent(5, EventKind.FAIL_PLANE, 1)),
+    )
     assert JobSpec.from_json(job.to_json()) == job
     ring = JobSpec(collective=Collective.RING, workers=4)
     assert JobSpec.from_json(ring.to_json()) == ring
@@ -31,22 +35,26 @@ def test_ring_jobs_cannot_schedule_network_events() -> None:
         JobSpec(collective=Collective.RING, workers=4, events=(JobEvent(1, EventKind.BURST, 90),))
 
 
-@pytest.mark.parametrize(("doc", "message"), [
-    ({"task": "imagenet"}, "unknown task 'imagenet'; valid: digits-mlp"),
-    ({"rounds": 0}, "rounds must be >= 1"),
-    ({"rounds": "10"}, "rounds must be a int"),
-    ({"lr": True}, "lr must be a float"),
-    ({"policy": "mlt"}, "unknown loss policy 'mlt'"),
-    ({"collective": "tree"}, "bad job description"),
-    ({"phase": {"p_low": 0.5, "k": 0.6}}, "p_low"),
-    ({"phase": {"zeta": 1}}, "unknown phase fields: zeta"),
-    ({"bogus": 1}, "unknown job fields: bogus"),
-    ({"rounds": 5, "events": [{"round": 9, "kind": "burst", "value": 90}]}, "outside 0..4"),
-    ({"events": [{"round": 1, "kind": "burst", "value": 190}]}, "burst loss"),
-    ({"events": [{"round": 1, "kind": "explode", "value": 1}]}, "bad job description"),
-])  # fmt: skip
-def test_bad_job_descriptions_are_rejected_with_the_field(doc: dict[str, object],
-                                                          message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"task": "imagenet"}, "unknown task 'imagenet'; valid: digits-mlp"),
+        ({"rounds": 0}, "rounds must be >= 1"),
+        ({"rounds": "10"}, "rounds must be a int"),
+        ({"lr": True}, "lr must be a float"),
+        ({"policy": "mlt"}, "unknown loss policy 'mlt'"),
+        ({"collective": "tree"}, "bad job description"),
+        ({"phase": {"p_low": 0.5, "k": 0.6}}, "p_low"),
+        ({"phase": {"zeta": 1}}, "unknown phase fields: zeta"),
+        ({"bogus": 1}, "unknown job fields: bogus"),
+        ({"rounds": 5, "events": [{"round": 9, "kind": "burst", "value": 90}]}, "outside 0..4"),
+        ({"events": [{"round": 1, "kind": "burst", "value": 190}]}, "burst loss"),
+        ({"events": [{"round": 1, "kind": "explode", "value": 1}]}, "bad job description"),
+    ],
+)
+def test_bad_job_descriptions_are_rejected_with_the_field(
+    doc: dict[str, object], message: str
+) -> None:
     with pytest.raises((JobSpecError, ValueError), match=message):
         JobSpec.from_json(json.dumps(doc))
 
@@ -105,8 +113,14 @@ class Recorder(NetworkActions):
 
 
 def test_a_burst_covers_exactly_its_round_and_plane_events_stay() -> None:
-    job = JobSpec(rounds=10, events=(JobEvent(2, EventKind.BURST, 70), JobEvent(4, EventKind.FAIL_PLANE, 1),
-                                     JobEvent(7, EventKind.RESTORE_PLANE, 1)))  # fmt: skip
+    job = JobSpec(
+        rounds=10,
+        events=(
+            JobEvent(2, EventKind.BURST, 70),
+            JobEvent(4, EventKind.FAIL_PLANE, 1),
+            JobEvent(7, EventKind.RESTORE_PLANE, 1),
+        ),
+    )
     rec = Recorder()
     hooks = EventHooks(job, rec)
     for r in range(10):

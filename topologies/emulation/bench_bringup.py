@@ -26,12 +26,28 @@ from topologies.emulation.fabricnet import FabricNetOptions
 from topologies.emulation.mnfabric import SwitchOptions
 from topologies.model import build_fabric
 
-COLUMNS = ("run", "target", "launch", "planes", "leaves", "spines", "hosts", "switches", "paths",
-           "paths_ok", "program_cached", *(f"{p}_s" for p in PHASES), "total_s", "teardown_s")  # fmt: skip
+COLUMNS = (
+    "run",
+    "target",
+    "launch",
+    "planes",
+    "leaves",
+    "spines",
+    "hosts",
+    "switches",
+    "paths",
+    "paths_ok",
+    "program_cached",
+    *(f"{p}_s" for p in PHASES),
+    "total_s",
+    "teardown_s",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m topologies.emulation.bench_bringup", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m topologies.emulation.bench_bringup", description=__doc__
+    )
     add_spec_args(ap)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--target", default="tf", choices=("tf", "bmv2"))
@@ -45,11 +61,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     fabric = build_fabric(spec_from(args))
     run_dir = Path(args.results) / "fabric"
-    options = FabricNetOptions(switch=SwitchOptions(target=args.target, launch=args.launch,
-                                                    log_dir=str(run_dir / "logs"),
-                                                    link_mbps=fabric.spec.link_mbps,
-                                                    queue_depth=fabric.spec.queue_depth),
-                               results_dir=args.results)  # fmt: skip
+    options = FabricNetOptions(
+        switch=SwitchOptions(
+            target=args.target,
+            launch=args.launch,
+            log_dir=str(run_dir / "logs"),
+            link_mbps=fabric.spec.link_mbps,
+            queue_depth=fabric.spec.queue_depth,
+        ),
+        results_dir=args.results,
+    )
     if args.cold:
         for suffix in ("tfp4.json", "p4info.txtpb"):
             Path(options.build_dir, f"fabric.{suffix}").unlink(missing_ok=True)
@@ -61,17 +82,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         teardown = time.perf_counter() - t
         s = fabric.spec
         row: dict[str, object] = {
-            "run": run, "target": args.target, "launch": args.launch, "planes": s.planes,
-            "leaves": s.leaves, "spines": s.spines, "hosts": len(fabric.hosts),
-            "switches": len(fabric.switches), "paths": len(up.results),
-            "paths_ok": sum(r.ok for r in up.results), "program_cached": up.net.program_cached,
-            "total_s": round(up.timings["total"], 4), "teardown_s": round(teardown, 4)}  # fmt: skip
+            "run": run,
+            "target": args.target,
+            "launch": args.launch,
+            "planes": s.planes,
+            "leaves": s.leaves,
+            "spines": s.spines,
+            "hosts": len(fabric.hosts),
+            "switches": len(fabric.switches),
+            "paths": len(up.results),
+            "paths_ok": sum(r.ok for r in up.results),
+            "program_cached": up.net.program_cached,
+            "total_s": round(up.timings["total"], 4),
+            "teardown_s": round(teardown, 4),
+        }
         for p in PHASES:
             row[f"{p}_s"] = round(up.timings.get(p, 0.0), 4)
         rows.append(row)
-        print(f"run {run}: total {row['total_s']:.2f} s, {row['paths_ok']}/{row['paths']} paths, "
-              + ", ".join(f"{p} {row[f'{p}_s']:.2f}" for p in PHASES)
-              + f"; teardown {teardown:.2f} s", flush=True)  # fmt: skip
+        print(
+            f"run {run}: total {row['total_s']:.2f} s, {row['paths_ok']}/{row['paths']} paths, "
+            + ", ".join(f"{p} {row[f'{p}_s']:.2f}" for p in PHASES)
+            + f"; teardown {teardown:.2f} s",
+            flush=True,
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:
@@ -79,9 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     warm = [r for r in rows if r["program_cached"]] or rows
-    med = {c: statistics.median(float(r[c]) for r in warm) for c in (*(f"{p}_s" for p in PHASES), "total_s")}  # type: ignore[arg-type]
-    print(f"median of {len(warm)} runs with the program built: total {med['total_s']:.2f} s ("
-          + ", ".join(f"{p} {med[f'{p}_s']:.2f}" for p in PHASES) + f"); wrote {out}")  # fmt: skip
+    med = {
+        c: statistics.median(float(r[c]) for r in warm)
+        for c in (*(f"{p}_s" for p in PHASES), "total_s")
+    }  # type: ignore[arg-type]
+    print(
+        f"median of {len(warm)} runs with the program built: total {med['total_s']:.2f} s ("
+        + ", ".join(f"{p} {med[f'{p}_s']:.2f}" for p in PHASES)
+        + f"); wrote {out}"
+    )
     bad = [r for r in rows if r["paths_ok"] != r["paths"]]
     return 1 if bad else 0
 

@@ -98,9 +98,14 @@ class BringUp:
         self.stop()
 
 
-def bring_up(fabric: Fabric, options: FabricNetOptions | None = None, *,
-             controller_factory: ControllerFactory | None = None, check: bool = True,
-             check_timeout_s: float = 3.0) -> BringUp:  # fmt: skip
+def bring_up(
+    fabric: Fabric,
+    options: FabricNetOptions | None = None,
+    *,
+    controller_factory: ControllerFactory | None = None,
+    check: bool = True,
+    check_timeout_s: float = 3.0,
+) -> BringUp:
     """Start ``fabric``, have the controller program it, verify every path.
 
     Args:
@@ -133,9 +138,14 @@ def bring_up(fabric: Fabric, options: FabricNetOptions | None = None, *,
             with _timed(up.timings, "check"):
                 up.results = net.check(timeout_s=check_timeout_s)
         up.timings["total"] = time.perf_counter() - t0
-        net.write_state(ready=True, extra={"bringup_s": {k: round(v, 4) for k, v in up.timings.items()},
-                                           "paths_ok": sum(r.ok for r in up.results),
-                                           "paths": len(up.results)})  # fmt: skip
+        net.write_state(
+            ready=True,
+            extra={
+                "bringup_s": {k: round(v, 4) for k, v in up.timings.items()},
+                "paths_ok": sum(r.ok for r in up.results),
+                "paths": len(up.results),
+            },
+        )
     except BaseException:
         up.stop()
         raise
@@ -154,10 +164,12 @@ def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
 def describe(fabric: Fabric, options: FabricNetOptions) -> str:
     s = fabric.spec
     target = "tf-switch" if options.switch.target == "tf" else "BMv2 simple_switch_grpc"
-    return (f"fabric: {s.planes} planes x ({s.leaves} leaves + {s.spines} spines), "
-            f"{len(fabric.hosts)} hosts ({s.hosts_per_leaf} per leaf, one NIC per plane), "
-            f"{len(fabric.switches)} switches ({target}); links {options.switch.link_mbps:g} "
-            f"Mbit/s, queues {options.switch.queue_depth} packets")  # fmt: skip
+    return (
+        f"fabric: {s.planes} planes x ({s.leaves} leaves + {s.spines} spines), "
+        f"{len(fabric.hosts)} hosts ({s.hosts_per_leaf} per leaf, one NIC per plane), "
+        f"{len(fabric.switches)} switches ({target}); links {options.switch.link_mbps:g} "
+        f"Mbit/s, queues {options.switch.queue_depth} packets"
+    )
 
 
 def format_timings(timings: dict[str, float], program_cached: bool = False) -> str:
@@ -173,8 +185,10 @@ def format_timings(timings: dict[str, float], program_cached: bool = False) -> s
 
 def summary(up: BringUp) -> str:
     """What ``make fabric`` prints: the fabric, the phase times, the path check."""
-    lines = [describe(up.net.fabric, up.net.options),
-             format_timings(up.timings, up.net.program_cached)]  # fmt: skip
+    lines = [
+        describe(up.net.fabric, up.net.options),
+        format_timings(up.timings, up.net.program_cached),
+    ]
     if up.results:
         lines.append(probe.summarize(up.results))
     lines.append(f"state: {up.net.state_path}  topology: {up.net.topology_path}")
@@ -197,8 +211,10 @@ def busy_reason(results_dir: str = "results") -> str | None:
     state = read_state(results_dir)
     pid = state.get("runner_pid") if state else None
     if isinstance(pid, int) and pathlib.Path(f"/proc/{pid}").exists():
-        return (f"a fabric is already running (pid {pid}, {results_dir}/fabric/state.json): "
-                "stop it first with 'make fabric-down'")  # fmt: skip
+        return (
+            f"a fabric is already running (pid {pid}, {results_dir}/fabric/state.json): "
+            "stop it first with 'make fabric-down'"
+        )
     if pathlib.Path(SWITCH_PORT_SIGNATURE).exists():
         return "another fabric's switch ports exist on this machine (a test running?); try later"
     return None
@@ -209,8 +225,9 @@ def _raise_exit(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def own_fabric(spec: FabricSpec, results_dir: str = "results", *,
-               wait_s: float = 0.0) -> Iterator[BringUp]:  # fmt: skip
+def own_fabric(
+    spec: FabricSpec, results_dir: str = "results", *, wait_s: float = 0.0
+) -> Iterator[BringUp]:
     """A fabric of ``spec`` brought up (every path verified) for one run and stopped after it.
 
     ``wait_s``: how long to wait for another fabric on the machine to go away first.
@@ -228,17 +245,22 @@ def own_fabric(spec: FabricSpec, results_dir: str = "results", *,
     if reason:
         raise FabricBusy(reason + (f" (waited {wait_s:g} s)" if wait_s else ""))
     run_dir = pathlib.Path(results_dir) / "fabric"
-    options = FabricNetOptions(switch=SwitchOptions(log_dir=str(run_dir / "logs"),
-                                                    link_mbps=spec.link_mbps,
-                                                    queue_depth=spec.queue_depth),
-                               results_dir=results_dir)  # fmt: skip
+    options = FabricNetOptions(
+        switch=SwitchOptions(
+            log_dir=str(run_dir / "logs"), link_mbps=spec.link_mbps, queue_depth=spec.queue_depth
+        ),
+        results_dir=results_dir,
+    )
     old = {s: signal.signal(s, _raise_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         up = bring_up(build_fabric(spec), options)
         try:
             if not up.verified:
-                bad = [f"{r.src}->{r.dst} plane {r.plane} spine {r.spine}"
-                       for r in up.results if not r.ok]  # fmt: skip
+                bad = [
+                    f"{r.src}->{r.dst} plane {r.plane} spine {r.spine}"
+                    for r in up.results
+                    if not r.ok
+                ]
                 raise FabricNetError(f"{len(bad)} paths do not work: {', '.join(bad[:5])}")
             yield up
         finally:

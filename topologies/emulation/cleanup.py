@@ -32,8 +32,14 @@ from typing import Any
 
 SWITCH_PORT_RE = re.compile(r"^p\d+[ls]\d+-eth\d+$")
 STRAY_COMMS = ("tf-switch", "simple_switch_gr")  # /proc/<pid>/comm is cut at 15 characters
-STRAY_CMDLINE = ("switch.daemon", "topologies.emulation.swlaunch", "simple_switch_grpc", "tf-ctl serve",
-                 "controller.cli serve", "topologies.emulation.cli up")  # fmt: skip
+STRAY_CMDLINE = (
+    "switch.daemon",
+    "topologies.emulation.swlaunch",
+    "simple_switch_grpc",
+    "tf-ctl serve",
+    "controller.cli serve",
+    "topologies.emulation.cli up",
+)
 RUNNER_GRACE_S = 20.0
 KILL_GRACE_S = 2.0
 
@@ -126,16 +132,20 @@ def delete_switch_ports(names: Iterable[str] | None = None) -> list[str]:
     """Delete root-namespace links named like fabric switch ports (or exactly ``names``)."""
     present = [d.name for d in Path("/sys/class/net").iterdir()]
     wanted = set(names) if names is not None else None
-    gone = [n for n in present
-            if (n in wanted if wanted is not None else SWITCH_PORT_RE.match(n))]  # fmt: skip
+    gone = [n for n in present if (n in wanted if wanted is not None else SWITCH_PORT_RE.match(n))]
     if gone:
         batch = "".join(f"link del dev {n}\n" for n in gone)
         subprocess.run(["ip", "-force", "-batch", "-"], input=batch, capture_output=True, text=True)
     return [n for n in gone if not Path(f"/sys/class/net/{n}").exists()]
 
 
-def cleanup(results_dir: str = "results", *, everything: bool = False, remove_files: bool = True,
-            log: Callable[[str], None] = print) -> list[str]:  # fmt: skip
+def cleanup(
+    results_dir: str = "results",
+    *,
+    everything: bool = False,
+    remove_files: bool = True,
+    log: Callable[[str], None] = print,
+) -> list[str]:
     """Remove a fabric's leftovers (see the module docstring); returns what was done.
 
     Args:
@@ -167,12 +177,16 @@ def cleanup(results_dir: str = "results", *, everything: bool = False, remove_fi
     if everything:
         killed = kill_all(stray_switch_processes())
         if killed:
-            done.append(f"killed {len(killed)} stray switch/controller processes: "
-                        f"{' '.join(map(str, killed))}")  # fmt: skip
+            done.append(
+                f"killed {len(killed)} stray switch/controller processes: "
+                f"{' '.join(map(str, killed))}"
+            )
     gone = delete_switch_ports()
     if gone:
-        done.append(f"deleted {len(gone)} leftover switch ports: {' '.join(gone[:8])}"
-                    + (" ..." if len(gone) > 8 else ""))  # fmt: skip
+        done.append(
+            f"deleted {len(gone)} leftover switch ports: {' '.join(gone[:8])}"
+            + (" ..." if len(gone) > 8 else "")
+        )
     if everything and shutil.which("mn"):
         proc = subprocess.run(["mn", "-c"], capture_output=True, text=True)
         done.append("mn -c" + ("" if proc.returncode == 0 else f" (exit {proc.returncode})"))

@@ -42,15 +42,24 @@ def add_spec_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--leaves", type=int, default=d.leaves, help="leaves per plane")
     ap.add_argument("--spines", type=int, default=d.spines, help="spines per plane")
     ap.add_argument("--hosts", type=int, default=d.hosts_per_leaf, help="hosts per leaf")
-    ap.add_argument("--link-mbps", type=float, default=d.link_mbps,
-                    help="emulated link capacity: every switch port's queue rate")  # fmt: skip
+    ap.add_argument(
+        "--link-mbps",
+        type=float,
+        default=d.link_mbps,
+        help="emulated link capacity: every switch port's queue rate",
+    )
     ap.add_argument("--queue-depth", type=int, default=d.queue_depth, help="packets per queue")
 
 
 def spec_from(args: argparse.Namespace) -> FabricSpec:
-    return FabricSpec(planes=args.planes, leaves=args.leaves, spines=args.spines,
-                      hosts_per_leaf=args.hosts, link_mbps=args.link_mbps,
-                      queue_depth=args.queue_depth)  # fmt: skip
+    return FabricSpec(
+        planes=args.planes,
+        leaves=args.leaves,
+        spines=args.spines,
+        hosts_per_leaf=args.hosts,
+        link_mbps=args.link_mbps,
+        queue_depth=args.queue_depth,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,10 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="bring a fabric up in Mininet and verify every path")
     add_spec_args(up)
     up.add_argument("--target", default=os.environ.get("TARGET", "tf"), choices=("tf", "bmv2"))
-    up.add_argument("--launch", default="fork", choices=("fork", "exec"),
-                    help="tf-switch processes: forked from one pre-imported server, or exec'd")  # fmt: skip
+    up.add_argument(
+        "--launch",
+        default="fork",
+        choices=("fork", "exec"),
+        help="tf-switch processes: forked from one pre-imported server, or exec'd",
+    )
     up.add_argument("--results", default="results")
-    up.add_argument("--pcap", action="store_true", help="capture every switch port to results/fabric/pcap")
+    up.add_argument(
+        "--pcap", action="store_true", help="capture every switch port to results/fabric/pcap"
+    )
     up.add_argument("--log-level", default="info", help="switch log level")
     up.add_argument("--no-cli", action="store_true", help="stay up without a CLI until SIGTERM")
     up.add_argument("--detach", action="store_true", help="run in the background (make fabric-up)")
@@ -91,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("clean", help="remove what fabrics left behind (processes, veths, files)")
     cl.add_argument("--results", default="results")
-    cl.add_argument("--all", action="store_true",
-                    help="also every switch process on the machine and mn -c")  # fmt: skip
+    cl.add_argument(
+        "--all", action="store_true", help="also every switch process on the machine and mn -c"
+    )
     return ap
 
 
@@ -100,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    spec = ScaleSpec(radix=args.radix, port_gbps=args.port_gbps, nic_gbps=args.nic_gbps,
-                     planes=args.planes)  # fmt: skip
+    spec = ScaleSpec(
+        radix=args.radix, port_gbps=args.port_gbps, nic_gbps=args.nic_gbps, planes=args.planes
+    )
     print(format_report(scale(spec)))
     return 0
 
@@ -133,9 +150,11 @@ def _prepare(results: str) -> None:
 
     live = _running_state(results)
     if live:
-        raise TopologyError(f"a fabric is already running (pid {live['runner_pid']}, state "
-                            f"{Path(results) / 'fabric' / 'state.json'}): stop it first with "
-                            "'make fabric-down' (or 'tf-topo down')")  # fmt: skip
+        raise TopologyError(
+            f"a fabric is already running (pid {live['runner_pid']}, state "
+            f"{Path(results) / 'fabric' / 'state.json'}): stop it first with "
+            "'make fabric-down' (or 'tf-topo down')"
+        )
     if read_state(results) is not None:
         cleanup(results, remove_files=False, log=lambda s: print(f"stale fabric: {s}"))
 
@@ -150,10 +169,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     fabric = build_fabric(spec_from(args))
     _prepare(args.results)
     run_dir = Path(args.results) / "fabric"
-    sw = SwitchOptions(target=args.target, launch=args.launch, log_dir=str(run_dir / "logs"),
-                       pcap_dir=str(run_dir / "pcap") if args.pcap else None,
-                       log_level=args.log_level, link_mbps=fabric.spec.link_mbps,
-                       queue_depth=fabric.spec.queue_depth)  # fmt: skip
+    sw = SwitchOptions(
+        target=args.target,
+        launch=args.launch,
+        log_dir=str(run_dir / "logs"),
+        pcap_dir=str(run_dir / "pcap") if args.pcap else None,
+        log_level=args.log_level,
+        link_mbps=fabric.spec.link_mbps,
+        queue_depth=fabric.spec.queue_depth,
+    )
     options = FabricNetOptions(switch=sw, results_dir=args.results)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
@@ -191,9 +215,13 @@ def _detach(args: argparse.Namespace) -> int:
     if "--no-cli" not in argv:
         argv.append("--no-cli")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "topologies.emulation.cli", *argv],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "topologies.emulation.cli", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + DETACH_TIMEOUT_S
     while time.monotonic() < deadline:
         rc = proc.poll()
@@ -208,8 +236,10 @@ def _detach(args: argparse.Namespace) -> int:
             return rc or 1
         time.sleep(0.05)
     proc.terminate()
-    print(f"the fabric did not come up within {DETACH_TIMEOUT_S:g} s; log: {log_path}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"the fabric did not come up within {DETACH_TIMEOUT_S:g} s; log: {log_path}",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -254,8 +284,14 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"scale": cmd_scale, "json": cmd_json, "up": cmd_up, "down": cmd_down,
-            "check": cmd_check, "clean": cmd_clean}  # fmt: skip
+COMMANDS = {
+    "scale": cmd_scale,
+    "json": cmd_json,
+    "up": cmd_up,
+    "down": cmd_down,
+    "check": cmd_check,
+    "clean": cmd_clean,
+}
 NEEDS_ROOT = {"up", "down", "check", "clean"}
 
 

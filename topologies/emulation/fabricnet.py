@@ -99,8 +99,17 @@ class _Build:
         src = Path(options.p4_program)
         if options.switch.target == "tf":
             self.program = Program(str(out / "fabric.p4info.txtpb"), str(out / "fabric.tfp4.json"))
-            cmd = [options.switch.python, "-m", "switch.cli", "compile", str(src),
-                   "-o", self.program.config, "--p4info", self.program.p4info]  # fmt: skip
+            cmd = [
+                options.switch.python,
+                "-m",
+                "switch.cli",
+                "compile",
+                str(src),
+                "-o",
+                self.program.config,
+                "--p4info",
+                self.program.p4info,
+            ]
             sw_dir = REPO_ROOT / "switch"
             sources = [src, *sw_dir.rglob("*.py"), *(sw_dir / "arch").glob("*.p4")]
         else:
@@ -108,26 +117,36 @@ class _Build:
             self.program = Program(str(bdir / "fabric.p4info.txtpb"), str(bdir / "fabric.json"))
             p4c = shutil.which(P4C_BMV2)
             if p4c is None and not _up_to_date([Path(self.program.config)], [src]):
-                raise FabricNetError(f"TARGET=bmv2 needs {self.program.config}, built by "
-                                     f"{P4C_BMV2} (p4lang/p4c), which is not on PATH")  # fmt: skip
-            cmd = [p4c or P4C_BMV2, "--p4runtime-files", self.program.p4info,
-                   "-o", self.program.config, str(src)]  # fmt: skip
+                raise FabricNetError(
+                    f"TARGET=bmv2 needs {self.program.config}, built by "
+                    f"{P4C_BMV2} (p4lang/p4c), which is not on PATH"
+                )
+            cmd = [
+                p4c or P4C_BMV2,
+                "--p4runtime-files",
+                self.program.p4info,
+                "-o",
+                self.program.config,
+                str(src),
+            ]
             sources = [src]
         targets = [Path(self.program.p4info), Path(self.program.config)]
         self.proc: subprocess.Popen[str] | None = None
         self.cached = _up_to_date(targets, sources)
         if not self.cached:
             Path(self.program.config).parent.mkdir(parents=True, exist_ok=True)
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         text=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
         self.cmd = cmd
 
     def wait(self) -> Program:
         if self.proc is not None:
             out, _ = self.proc.communicate()
             if self.proc.returncode != 0:
-                raise FabricNetError(f"building {self.options.p4_program} failed "
-                                     f"({' '.join(self.cmd)}):\n{out}")  # fmt: skip
+                raise FabricNetError(
+                    f"building {self.options.p4_program} failed ({' '.join(self.cmd)}):\n{out}"
+                )
             self.proc = None
         return self.program
 
@@ -289,16 +308,27 @@ class FabricNet:
             "link_mbps": o.switch.link_mbps,
             "queue_depth": o.switch.queue_depth,
             "pcap_dir": str(Path(o.switch.pcap_dir).resolve()) if o.switch.pcap_dir else None,
-            "hosts": {h.name: {"pid": int(h.pid), "netns": probe.netns_of_pid(int(h.pid)),
-                               "nics": [n.ifname for n in self.fabric.host(h.name).nics]}
-                      for h in self.mf.hosts},  # fmt: skip
-            "switches": {s.name: {"pid": s.switch_pid, "grpc": s.grpc_address,
-                                  "thrift_port": s.model.thrift_port,
-                                  "device_id": s.model.device_id,
-                                  "interfaces": {str(port): port_ifname(s.name, port)
-                                                 for port in sorted(s.model.ports)},
-                                  "log": str(Path(s.log_path).resolve())}
-                         for s in self.mf.switches},  # fmt: skip
+            "hosts": {
+                h.name: {
+                    "pid": int(h.pid),
+                    "netns": probe.netns_of_pid(int(h.pid)),
+                    "nics": [n.ifname for n in self.fabric.host(h.name).nics],
+                }
+                for h in self.mf.hosts
+            },
+            "switches": {
+                s.name: {
+                    "pid": s.switch_pid,
+                    "grpc": s.grpc_address,
+                    "thrift_port": s.model.thrift_port,
+                    "device_id": s.model.device_id,
+                    "interfaces": {
+                        str(port): port_ifname(s.name, port) for port in sorted(s.model.ports)
+                    },
+                    "log": str(Path(s.log_path).resolve()),
+                }
+                for s in self.mf.switches
+            },
             "interfaces": switch_ifnames(self.fabric),
         }
         if extra:

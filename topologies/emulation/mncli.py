@@ -67,8 +67,10 @@ class FabricCLI(CLI):  # type: ignore[misc]
             self._out(f"*** paths: {e}")
             return
         for p in paths:
-            self._out(f"plane {p.plane} spine {p.spine}: {p.address}  via {p.src_nic}  "
-                      f"({' -> '.join(p.hops)})")  # fmt: skip
+            self._out(
+                f"plane {p.plane} spine {p.spine}: {p.address}  via {p.src_nic}  "
+                f"({' -> '.join(p.hops)})"
+            )
 
     def do_ctl(self, line: str) -> None:
         """ctl ARGS...: run a controller (tf-ctl) command, e.g. 'ctl help'."""

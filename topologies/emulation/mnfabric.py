@@ -78,13 +78,16 @@ class SwitchOptions:
         if self.target not in TARGETS:
             raise FabricNetError(f"unknown target '{self.target}': use one of {', '.join(TARGETS)}")
         if self.launch not in LAUNCH_MODES:
-            raise FabricNetError(f"unknown launch mode '{self.launch}': use one of "
-                                 f"{', '.join(LAUNCH_MODES)}")  # fmt: skip
+            raise FabricNetError(
+                f"unknown launch mode '{self.launch}': use one of {', '.join(LAUNCH_MODES)}"
+            )
         if self.target == "bmv2" and shutil.which(self.bmv2_binary) is None:
-            raise FabricNetError(f"TARGET=bmv2 needs BMv2's {self.bmv2_binary} on PATH, and it "
-                                 "is not there: install behavioral-model (p4lang/behavioral-model) "
-                                 "with its gRPC server, or use TARGET=tf (tailfabric's own "
-                                 "tf-switch)")  # fmt: skip
+            raise FabricNetError(
+                f"TARGET=bmv2 needs BMv2's {self.bmv2_binary} on PATH, and it "
+                "is not there: install behavioral-model (p4lang/behavioral-model) "
+                "with its gRPC server, or use TARGET=tf (tailfabric's own "
+                "tf-switch)"
+            )
         if self.link_mbps <= 0 or self.queue_depth < 1:
             raise FabricNetError("link_mbps and queue_depth must be positive")
 
@@ -112,8 +115,15 @@ class P4Switch(Switch):  # type: ignore[misc]
 
     target: ClassVar[str] = ""
 
-    def __init__(self, name: str, *, model: SwitchModel, options: SwitchOptions,
-                 launcher: SwitchLauncher | None = None, **params: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: SwitchModel,
+        options: SwitchOptions,
+        launcher: SwitchLauncher | None = None,
+        **params: Any,
+    ) -> None:
         self.model = model
         self.options = options
         self.launcher = launcher
@@ -196,15 +206,22 @@ class Bmv2Switch(P4Switch):
         pps = max(1, round(o.link_mbps * 1e6 / (8 * ASSUMED_PACKET_BYTES)))
         cli = shutil.which(BMV2_CLI)
         if cli is None:
-            raise FabricNetError(f"{BMV2_CLI} is not on PATH: cannot set the queue rate of "
-                                 f"{self.name}")  # fmt: skip
+            raise FabricNetError(
+                f"{BMV2_CLI} is not on PATH: cannot set the queue rate of {self.name}"
+            )
         script = f"set_queue_rate {pps}\nset_queue_depth {o.queue_depth}\n"
-        proc = subprocess.run([cli, "--thrift-port", str(self.model.thrift_port)], input=script,
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        proc = subprocess.run(
+            [cli, "--thrift-port", str(self.model.thrift_port)],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         # simple_switch_CLI reports a failed command on stdout and still exits 0
         if proc.returncode != 0 or "error" in proc.stdout.lower():
-            raise FabricNetError(f"{self.name}: {BMV2_CLI} failed: "
-                                 f"{(proc.stderr or proc.stdout).strip()}")  # fmt: skip
+            raise FabricNetError(
+                f"{self.name}: {BMV2_CLI} failed: {(proc.stderr or proc.stdout).strip()}"
+            )
 
 
 SWITCH_CLASSES: dict[str, type[P4Switch]] = {"tf": TfSwitch, "bmv2": Bmv2Switch}
@@ -222,17 +239,35 @@ def switch_argv(model: SwitchModel, options: SwitchOptions) -> list[str]:
     args: list[str] = []
     for port in sorted(model.ports):
         args += ["-i", f"{port}@{port_ifname(model.name, port)}"]
-    args += ["--device-id", str(model.device_id), "--thrift-port", str(model.thrift_port),
-             "--log-console"]  # fmt: skip
+    args += [
+        "--device-id",
+        str(model.device_id),
+        "--thrift-port",
+        str(model.thrift_port),
+        "--log-console",
+    ]
     if o.pcap_dir:
         args += ["--pcap", o.pcap_dir]
     if o.target == "tf":
-        args += ["-L", o.log_level, "--queue-rate", f"{o.link_mbps:g}mbps",
-                 "--queue-depth", str(o.queue_depth)]  # fmt: skip
+        args += [
+            "-L",
+            o.log_level,
+            "--queue-rate",
+            f"{o.link_mbps:g}mbps",
+            "--queue-depth",
+            str(o.queue_depth),
+        ]
     else:
         args += ["--log-level", o.log_level]
-    return [*args, "--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{model.grpc_port}",
-            "--cpu-port", str(CPU_PORT)]  # fmt: skip
+    return [
+        *args,
+        "--no-p4",
+        "--",
+        "--grpc-server-addr",
+        f"127.0.0.1:{model.grpc_port}",
+        "--cpu-port",
+        str(CPU_PORT),
+    ]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -247,8 +282,9 @@ def _terminate(pid: int, process: subprocess.Popen[bytes] | None, grace_s: float
     terminate_all([(pid, process)], grace_s)
 
 
-def terminate_all(procs: Sequence[tuple[int, subprocess.Popen[bytes] | None]],
-                  grace_s: float = 2.0) -> None:  # fmt: skip
+def terminate_all(
+    procs: Sequence[tuple[int, subprocess.Popen[bytes] | None]], grace_s: float = 2.0
+) -> None:
     """SIGTERM every process at once, wait up to ``grace_s`` for all, then SIGKILL the rest."""
     for pid, _proc in procs:
         with contextlib.suppress(ProcessLookupError):
@@ -276,14 +312,15 @@ def check_names(fabric: Fabric) -> None:
         for port in s.ports:
             name = port_ifname(s.name, port)
             if len(name) >= IFNAMSIZ:
-                raise FabricNetError(f"interface name {name} is longer than {IFNAMSIZ - 1} "
-                                     "characters")  # fmt: skip
+                raise FabricNetError(
+                    f"interface name {name} is longer than {IFNAMSIZ - 1} characters"
+                )
 
 
 def port_mac(switch: SwitchModel, port: int) -> str:
     """A locally administered MAC for one switch port: ``06:<device id>:<port>``."""
     d = switch.device_id
-    return f"06:{d >> 16 & 0xff:02x}:{d >> 8 & 0xff:02x}:{d & 0xff:02x}:{port >> 8 & 0xff:02x}:{port & 0xff:02x}"
+    return f"06:{d >> 16 & 0xFF:02x}:{d >> 8 & 0xFF:02x}:{d & 0xFF:02x}:{port >> 8 & 0xFF:02x}:{port & 0xFF:02x}"
 
 
 @dataclass
@@ -295,8 +332,9 @@ class MininetFabric:
     switches: list[P4Switch] = field(default_factory=list)
 
 
-def build_mininet(fabric: Fabric, options: SwitchOptions,
-                  launcher: SwitchLauncher | None = None) -> MininetFabric:  # fmt: skip
+def build_mininet(
+    fabric: Fabric, options: SwitchOptions, launcher: SwitchLauncher | None = None
+) -> MininetFabric:
     """Hosts, switches (not started) and veth links of ``fabric`` in a new Mininet.
 
     Raises:
@@ -305,29 +343,52 @@ def build_mininet(fabric: Fabric, options: SwitchOptions,
     options.validate()
     check_names(fabric)
     cls = SWITCH_CLASSES[options.target]
-    net = Mininet(topo=None, controller=None, host=FabricHost, switch=cls, intf=FabricIntf,
-                  build=False, autoSetMacs=False, autoStaticArp=False, cleanup=False)  # fmt: skip
+    net = Mininet(
+        topo=None,
+        controller=None,
+        host=FabricHost,
+        switch=cls,
+        intf=FabricIntf,
+        build=False,
+        autoSetMacs=False,
+        autoStaticArp=False,
+        cleanup=False,
+    )
     out = MininetFabric(net)
     try:
         for h in fabric.hosts:
             out.hosts.append(net.addHost(h.name, cls=FabricHost, ip=None))
         for s in fabric.switches:
-            out.switches.append(net.addSwitch(s.name, cls=cls, model=s, options=options,
-                                              launcher=launcher))  # fmt: skip
+            out.switches.append(
+                net.addSwitch(s.name, cls=cls, model=s, options=options, launcher=launcher)
+            )
         for h in fabric.hosts:
             for nic in h.nics:
                 leaf = fabric.switch(nic.leaf)
-                net.addLink(h.name, nic.leaf, port1=nic.plane, port2=nic.leaf_port,
-                            intfName1=nic.ifname, intfName2=port_ifname(nic.leaf, nic.leaf_port),
-                            addr1=nic.mac, addr2=port_mac(leaf, nic.leaf_port))  # fmt: skip
+                net.addLink(
+                    h.name,
+                    nic.leaf,
+                    port1=nic.plane,
+                    port2=nic.leaf_port,
+                    intfName1=nic.ifname,
+                    intfName2=port_ifname(nic.leaf, nic.leaf_port),
+                    addr1=nic.mac,
+                    addr2=port_mac(leaf, nic.leaf_port),
+                )
         for link in fabric.links:
             if link.a_port == 0:
                 continue  # host links are above
             a, b = fabric.switch(link.a), fabric.switch(link.b)
-            net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port,
-                        intfName1=port_ifname(link.a, link.a_port),
-                        intfName2=port_ifname(link.b, link.b_port),
-                        addr1=port_mac(a, link.a_port), addr2=port_mac(b, link.b_port))  # fmt: skip
+            net.addLink(
+                link.a,
+                link.b,
+                port1=link.a_port,
+                port2=link.b_port,
+                intfName1=port_ifname(link.a, link.a_port),
+                intfName2=port_ifname(link.b, link.b_port),
+                addr1=port_mac(a, link.a_port),
+                addr2=port_mac(b, link.b_port),
+            )
         net.build()
     except BaseException:
         teardown(out)
@@ -346,8 +407,12 @@ def configure_switch_ports(fabric: Fabric) -> None:
         with contextlib.suppress(OSError):
             Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
     off = [a for f in hostconf.ETHTOOL_OFF for a in (f, "off")]
-    procs = [subprocess.Popen(["ethtool", "-K", n, *off], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE) for n in names]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            ["ethtool", "-K", n, *off], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        for n in names
+    ]
     errors = []
     for n, p in zip(names, procs):
         _out, err = p.communicate()
@@ -388,8 +453,9 @@ def wait_switches_ready(switches: Sequence[P4Switch], timeout_s: float = 30.0) -
     while pending:
         for name, s in list(pending.items()):
             if not s.alive():
-                raise FabricNetError(f"switch {name} exited while starting; its log "
-                                     f"({s.log_path}):\n{s.log_tail()}")  # fmt: skip
+                raise FabricNetError(
+                    f"switch {name} exited while starting; its log ({s.log_path}):\n{s.log_tail()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", s.model.grpc_port), timeout=0.05):
                     del pending[name]
@@ -399,8 +465,10 @@ def wait_switches_ready(switches: Sequence[P4Switch], timeout_s: float = 30.0) -
             break
         if time.monotonic() > deadline:
             s = next(iter(pending.values()))
-            raise FabricNetError(f"switches {', '.join(pending)} did not serve gRPC within "
-                                 f"{timeout_s:g} s; log of {s.name}:\n{s.log_tail()}")  # fmt: skip
+            raise FabricNetError(
+                f"switches {', '.join(pending)} did not serve gRPC within "
+                f"{timeout_s:g} s; log of {s.name}:\n{s.log_tail()}"
+            )
         time.sleep(0.01)
 
 

@@ -115,8 +115,9 @@ def _open_socket(address: str, ifname: str, port: int) -> socket.socket:
         sock.setblocking(False)
     except OSError as e:
         sock.close()
-        raise ProbeError(f"cannot bind a probe socket to [{address}]:{port} on {ifname}: "
-                         f"{e.strerror or e}") from e  # fmt: skip
+        raise ProbeError(
+            f"cannot bind a probe socket to [{address}]:{port} on {ifname}: {e.strerror or e}"
+        ) from e
     return sock
 
 
@@ -130,8 +131,11 @@ class PlannedProbe:
     reply_to: bytes  # the reverse path (same plane and spine), packed
 
 
-def plan_probes(fabric: Fabric, pairs: Iterable[tuple[str, str]] | None = None,
-                planes: Iterable[int] | None = None) -> list[PlannedProbe]:  # fmt: skip
+def plan_probes(
+    fabric: Fabric,
+    pairs: Iterable[tuple[str, str]] | None = None,
+    planes: Iterable[int] | None = None,
+) -> list[PlannedProbe]:
     """One probe per (pair, plane, spine): every ordered pair of distinct hosts by default."""
     if pairs is None:
         pairs = [(a.name, b.name) for a in fabric.hosts for b in fabric.hosts if a is not b]
@@ -141,8 +145,9 @@ def plan_probes(fabric: Fabric, pairs: Iterable[tuple[str, str]] | None = None,
         back = {(p.plane, p.spine): p.address for p in fabric.paths(dst, src, keep)}
         for path in fabric.paths(src, dst, keep):
             reply_to = ipaddress.IPv6Address(back[(path.plane, path.spine)]).packed
-            out.append(PlannedProbe(len(out), (src, dst, path.plane, path.spine), path.address,
-                                    reply_to))  # fmt: skip
+            out.append(
+                PlannedProbe(len(out), (src, dst, path.plane, path.spine), path.address, reply_to)
+            )
     return out
 
 
@@ -224,9 +229,15 @@ class Prober:
 
     # -- probing -------------------------------------------------------------------------
 
-    def run(self, pairs: Iterable[tuple[str, str]] | None = None,
-            planes: Iterable[int] | None = None, *, timeout_s: float = 1.0,
-            retry_s: float = 0.2, window: int = 256) -> list[ProbeResult]:  # fmt: skip
+    def run(
+        self,
+        pairs: Iterable[tuple[str, str]] | None = None,
+        planes: Iterable[int] | None = None,
+        *,
+        timeout_s: float = 1.0,
+        retry_s: float = 0.2,
+        window: int = 256,
+    ) -> list[ProbeResult]:
         """Probe every path of ``pairs`` (all ordered pairs) on ``planes`` (all) at once.
 
         Args:
@@ -236,8 +247,10 @@ class Prober:
         Returns:
             one result per path, in (src, dst, plane, spine) order.
         """
-        probes = [_Probe(p.pid, p.key, p.address, self._socks[(p.key[0], p.key[2])], p.reply_to)
-                  for p in plan_probes(self.fabric, pairs, planes)]  # fmt: skip
+        probes = [
+            _Probe(p.pid, p.key, p.address, self._socks[(p.key[0], p.key[2])], p.reply_to)
+            for p in plan_probes(self.fabric, pairs, planes)
+        ]
         waiting = list(reversed(probes))  # not sent yet
         inflight: dict[int, _Probe] = {}
         deadline = time.monotonic() + timeout_s
@@ -261,8 +274,10 @@ class Prober:
         for pr in probes:
             if not pr.done and not pr.error:
                 pr.error = "no reply"
-        return [ProbeResult(*pr.key, pr.address, pr.done, pr.rtt_ms, "" if pr.done else pr.error)
-                for pr in probes]  # fmt: skip
+        return [
+            ProbeResult(*pr.key, pr.address, pr.done, pr.rtt_ms, "" if pr.done else pr.error)
+            for pr in probes
+        ]
 
     def _send(self, pr: _Probe) -> bool:
         pr.tries += 1
@@ -327,8 +342,9 @@ def summarize(results: list[ProbeResult]) -> str:
         lines.append(f"  plane {plane}: {sum(r.ok for r in rs)}/{len(rs)}")
     bad = failed(results)
     for r in bad[:20]:
-        lines.append(f"  FAILED {r.src} -> {r.dst} plane {r.plane} spine {r.spine} "
-                     f"({r.address}): {r.error}")  # fmt: skip
+        lines.append(
+            f"  FAILED {r.src} -> {r.dst} plane {r.plane} spine {r.spine} ({r.address}): {r.error}"
+        )
     if len(bad) > 20:
         lines.append(f"  ... and {len(bad) - 20} more")
     return "\n".join(lines)

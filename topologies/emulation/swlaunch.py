@@ -35,9 +35,16 @@ PROCESS_NAME = b"tf-switch"
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 # Modules tf-switch imports lazily while starting and while loading a pipeline.
-PRELOAD = ("switch.daemon", "switch.p4rt.server", "switch.device.control", "switch.device.ports",
-           "switch.device.pcap", "switch.device.sscli", "switch.compile.package",
-           "switch.p4info")  # fmt: skip
+PRELOAD = (
+    "switch.daemon",
+    "switch.p4rt.server",
+    "switch.device.control",
+    "switch.device.ports",
+    "switch.device.pcap",
+    "switch.device.sscli",
+    "switch.compile.package",
+    "switch.p4info",
+)
 
 
 class LaunchError(RuntimeError):
@@ -188,9 +195,16 @@ class SwitchLauncher:
     """
 
     def __init__(self, python: str = sys.executable, cwd: str | None = None) -> None:
-        self.proc = subprocess.Popen([python, "-m", "topologies.emulation.swlaunch"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1, cwd=cwd,
-                                     env=_child_env(), start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [python, "-m", "topologies.emulation.swlaunch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            cwd=cwd,
+            env=_child_env(),
+            start_new_session=True,
+        )
         self._ready = False
         self.pids: dict[str, int] = {}
 
@@ -258,11 +272,19 @@ class SwitchLauncher:
         self.close()
 
 
-def exec_switch(argv: Sequence[str], log: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def exec_switch(
+    argv: Sequence[str], log: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start a switch as its own program (``argv[0]`` is the binary); output goes to ``log``."""
     with open(log, "wb") as fh:
-        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env or _child_env())  # fmt: skip
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env or _child_env(),
+        )
 
 
 def main() -> int:
