@@ -19,7 +19,7 @@ help:
 	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
 	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
 	@echo "make bench-fabric  bring-up time of the default fabric -> results/bench_fabric.csv (root)"
-	@echo "make lint        ruff"
+	@echo "make lint        ruff format --check, ruff check, mypy --strict, import layer contracts"
 	@echo "make clean       remove build outputs and results; stop fabrics and remove their leftovers"
 
 system-deps:
@@ -46,8 +46,13 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
+# Formatter check, linter, type checker (pyproject [tool.mypy]) and the layer contracts
+# (pyproject [tool.importlinter], README "Layout").
 lint: $(STAMP)
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench-p4: $(STAMP)
 	@mkdir -p $(RESULTS)
