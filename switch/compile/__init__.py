@@ -18,8 +18,8 @@ from types import CodeType
 from switch import schema as M
 from switch.compile.codegen import CodeGen
 from switch.compile.elaborate import Elaborated, elaborate
+from switch.compile.v1model_externs import V1MODEL_EXTERNS
 from switch.errors import P4Error
-from switch.lang import types as T
 from switch.lang.lexer import Lexer
 from switch.lang.parser import Parser
 from switch.lang.preprocess import preprocess_file, preprocess_text
@@ -42,20 +42,13 @@ class CompiledProgram:
 
 
 def _compile(text: str, filename: str, files: Mapping[str, list[str]]) -> CompiledProgram:
+    """Every phase, from preprocessed text to the compiled module of the generated code."""
     tokens = Lexer(text, filename, files).tokenize()
     program = Parser(tokens).parse_program()
     checked = check_program(program)
     elab = elaborate(checked)
-    gen = CodeGen(elab)
+    gen = CodeGen(elab, V1MODEL_EXTERNS)
     source = gen.generate()
-    for name, t in gen.digests.items():
-        from switch.compile.elaborate import _struct_fields
-
-        elab.schema.digests.append(
-            M.DigestSpec(
-                name, _struct_fields(t) if not isinstance(t, T.TupleT) else _struct_fields(t)
-            )
-        )
     code = compile(source, f"<p4:{filename}>", "exec")
     fp = hashlib.sha256(text.encode()).hexdigest()
     return CompiledProgram(filename, elab.schema, source, code, dict(gen.bindings), elab, fp)

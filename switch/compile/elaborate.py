@@ -3,20 +3,23 @@
 Starting at ``main`` (a ``V1Switch(...)`` instantiation), every parser and control instance gets a
 fully qualified path the way p4c names things in P4Info (``MyIngress``, ``MyIngress.c1``); its
 tables and extern instances get fully qualified names (``MyIngress.ipv4_lpm``), honouring
-``@name`` annotations. The result feeds both the code generator and :mod:`switch.schema`.
+``@name`` annotations. The result feeds both the code generator and :mod:`switch.schema`: the schema is complete when
+elaboration returns (digests included, see :mod:`switch.compile.digests`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from switch import schema as M
+from switch.compile.digests import find_digests
 from switch.errors import TypeError_, UnsupportedError
-from switch.lang import ast
+from switch.lang import ast, constfold
 from switch.lang import types as T
 from switch.lang.symbols import Sym
-from switch.lang.typecheck import CheckedProgram, Checker
+from switch.lang.typecheck import CheckedProgram
 
 V1SWITCH_BLOCKS = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
 
@@ -81,6 +84,8 @@ class Elaborated:
     schema: M.ProgramSchema
     global_externs: dict[int, ExternInst]
     action_names: dict[tuple[int, str], str]  # (id(action decl), instance path) -> fq name
+    value_sets: dict[int, str]  # id(value set decl) -> fq name
+    digest_names: dict[tuple[str, int], str]  # (instance py or '', id(digest call)) -> name
 
 
 def _py_ident(path: str) -> str:
@@ -97,6 +102,7 @@ class Elaborator:
         self.action_specs: dict[str, M.ActionSpec] = {}
         self.profile_tables: dict[str, list[str]] = {}
         self.profile_specs: dict[str, M.ActionProfileSpec] = {}
+        self.value_sets: dict[int, str] = {}
         self.used_py: set[str] = set()
 
     def unique_py(self, base: str) -> str:
@@ -115,7 +121,7 @@ class Elaborator:
             raise TypeError_(
                 "the program has no 'main' instantiation (e.g. 'V1Switch(...) main;')", None
             )
-        mt = main.inst_type  # type: ignore[attr-defined]
+        mt = main.inst_type
         if not (isinstance(mt, T.BlockT) and mt.kind == "package" and mt.decl.name == "V1Switch"):
             name = mt.decl.name if isinstance(mt, T.BlockT) else str(mt)
             raise UnsupportedError(
@@ -124,9 +130,9 @@ class Elaborator:
                 main.span,
             )
         for d in self.checked.program.decls:
-            if isinstance(d, ast.Instantiation) and isinstance(d.inst_type, T.ExternT):  # type: ignore[attr-defined]
-                self.global_externs[id(d)] = self.make_extern(d, "", d.inst_type)  # type: ignore[attr-defined]
-        info = main.ref  # type: ignore[attr-defined]
+            if isinstance(d, ast.Instantiation) and isinstance(d.inst_type, T.ExternT):
+                self.global_externs[id(d)] = self.make_extern(d, "", d.inst_type)
+        info = main.ctor
         if len(info.args) != 6:
             raise TypeError_("V1Switch takes six blocks", main.span)
         blocks: dict[str, BlockInst] = {}
@@ -136,6 +142,10 @@ class Elaborator:
             blocks[role] = self.elaborate_block(decl, path)
         self.schema.controller_headers = self.controller_headers()
         self.schema.action_profiles = list(self.profile_specs.values())
+        digests = find_digests(self.all_blocks)
+        self.schema.digests = [
+            M.DigestSpec(name, _struct_fields(t)) for name, t in digests.types.items()
+        ]
         return Elaborated(
             self.checked,
             blocks,
@@ -143,6 +153,8 @@ class Elaborator:
             self.schema,
             self.global_externs,
             self.action_names,
+            self.value_sets,
+            digests.names,
         )
 
     def block_decl_of(self, arg: Any) -> Any:
@@ -186,16 +198,16 @@ class Elaborator:
         self.all_blocks.append(inst)
         for loc in decl.locals:
             if isinstance(loc, ast.Instantiation):
-                t = loc.inst_type  # type: ignore[attr-defined]
+                t = loc.inst_type
                 if isinstance(t, T.ExternT):
                     inst.externs[id(loc)] = self.make_extern(loc, path, t)
                 elif isinstance(t, T.BlockT):
                     child_path = qualify(path, loc, loc.name)
-                    info = loc.ref  # type: ignore[attr-defined]
+                    info = loc.ctor
                     values = []
                     blocks: dict[int, BlockInst] = {}
                     for p, a in zip(t.decl.ctor_params, info.args):
-                        if isinstance(p.ref.type, T.BlockT):  # type: ignore[attr-defined]
+                        if isinstance(p.sym.type, T.BlockT):
                             blocks[id(p)] = self.block_arg(a, inst)
                             continue
                         v = self.const_of(a) if a is not None else self.const_of(p.default)
@@ -209,12 +221,12 @@ class Elaborator:
                     )
             elif isinstance(loc, ast.ValueSetDecl):
                 fq = qualify(path, loc, loc.name)
-                et = loc.elem_type  # type: ignore[attr-defined]
-                fields = _struct_fields(et)
+                assert loc.elem_type is not None
+                fields = _struct_fields(loc.elem_type)
                 self.schema.value_sets.append(
-                    M.ValueSetSpec(fq, loc.size_value, fields, _annotations(loc.annotations))  # type: ignore[attr-defined]
+                    M.ValueSetSpec(fq, loc.size_value, fields, _annotations(loc.annotations))
                 )
-                loc.fqname = fq  # type: ignore[attr-defined]
+                self.value_sets[id(loc)] = fq
         if isinstance(decl, ast.ControlDecl):
             for loc in decl.locals:
                 if isinstance(loc, ast.TableDecl):
@@ -227,16 +239,14 @@ class Elaborator:
 
     def make_extern(self, d: ast.Instantiation, prefix: str, t: T.ExternT) -> ExternInst:
         fq = qualify(prefix, d, d.name)
-        info = d.ref  # type: ignore[attr-defined]
-        args = [self.const_of(a) for a in info.args]
+        args = [self.const_of(a) for a in d.ctor.args]
         ext = ExternInst(fq, t, args, d, self.unique_py("X_" + fq))
         self.register_extern_spec(ext, d.annotations)
         return ext
 
-    def const_of(self, e: Any) -> Any:
-        if e is None:
-            return None
-        return Checker().try_eval_const(e)
+    def const_of(self, e: ast.Expr | None) -> Any:
+        """The constant value of ``e``, None if it is absent or not constant."""
+        return constfold.fold(e) if e is not None else None
 
     def enum_member(self, value: Any, e_type: str) -> str:
         t = self.checked.types.get(e_type)
@@ -247,32 +257,38 @@ class Elaborator:
         raise TypeError_(f"bad {e_type} value", None)
 
     def register_extern_spec(self, ext: ExternInst, anns: list[ast.Annotation]) -> None:
-        name = ext.type.decl.name
-        a = _annotations(anns)
-        if name == "counter":
-            unit = M.CounterUnit(self.enum_member(ext.args[1], "CounterType"))
-            self.schema.counters.append(M.CounterSpec(ext.fqname, int(ext.args[0]), unit, a))
-        elif name == "meter":
-            unit_m = M.MeterUnit(self.enum_member(ext.args[1], "MeterType"))
-            self.schema.meters.append(M.MeterSpec(ext.fqname, int(ext.args[0]), unit_m, a))
-        elif name == "register":
-            et = ext.type.type_args.get("T")
-            if et is None:
-                raise TypeError_("register needs an element type", ext.decl.span)
-            width = T.width_of(et)
-            self.schema.registers.append(
-                M.RegisterSpec(ext.fqname, int(ext.args[0]), width, isinstance(et, T.IntT), a)
-            )
-        elif name in ("action_profile", "action_selector"):
-            if name == "action_profile":
-                spec = M.ActionProfileSpec(ext.fqname, int(ext.args[0]), (), False, annotations=a)
-            else:
-                algo = self.enum_member(ext.args[0], "HashAlgorithm")
-                spec = M.ActionProfileSpec(
-                    ext.fqname, int(ext.args[1]), (), True, algo, int(ext.args[2]), a
-                )
-            self.profile_specs[ext.fqname] = spec
-        # direct_counter / direct_meter specs are created with their table
+        """The schema entry of an extern instance the control plane sees (if it has one)."""
+        rule = EXTERN_SPECS.get(ext.type.decl.name)
+        if rule is not None:
+            rule(self, ext, _annotations(anns))
+
+    def _counter_spec(self, ext: ExternInst, a: tuple[M.Annotation, ...]) -> None:
+        unit = M.CounterUnit(self.enum_member(ext.args[1], "CounterType"))
+        self.schema.counters.append(M.CounterSpec(ext.fqname, int(ext.args[0]), unit, a))
+
+    def _meter_spec(self, ext: ExternInst, a: tuple[M.Annotation, ...]) -> None:
+        unit = M.MeterUnit(self.enum_member(ext.args[1], "MeterType"))
+        self.schema.meters.append(M.MeterSpec(ext.fqname, int(ext.args[0]), unit, a))
+
+    def _register_spec(self, ext: ExternInst, a: tuple[M.Annotation, ...]) -> None:
+        et = ext.type.type_args.get("T")
+        if et is None:
+            raise TypeError_("register needs an element type", ext.decl.span)
+        width = T.width_of(et)
+        self.schema.registers.append(
+            M.RegisterSpec(ext.fqname, int(ext.args[0]), width, isinstance(et, T.IntT), a)
+        )
+
+    def _profile_spec(self, ext: ExternInst, a: tuple[M.Annotation, ...]) -> None:
+        spec = M.ActionProfileSpec(ext.fqname, int(ext.args[0]), (), False, annotations=a)
+        self.profile_specs[ext.fqname] = spec  # its tables are added with them
+
+    def _selector_spec(self, ext: ExternInst, a: tuple[M.Annotation, ...]) -> None:
+        algo = self.enum_member(ext.args[0], "HashAlgorithm")
+        spec = M.ActionProfileSpec(
+            ext.fqname, int(ext.args[1]), (), True, algo, int(ext.args[2]), a
+        )
+        self.profile_specs[ext.fqname] = spec
 
     # -- tables --------------------------------------------------------------------------
 
@@ -288,7 +304,8 @@ class Elaborator:
                 if p.direction:
                     continue
                 i += 1
-                pt = p.ref.type  # type: ignore[attr-defined]
+                pt = p.sym.type
+                assert pt is not None
                 params.append(M.ParamSpec(i, p.name, T.width_of(pt), _annotations(p.annotations)))
             spec = M.ActionSpec(fq, tuple(params), _annotations(decl.annotations))
             self.action_specs[fq] = spec
@@ -301,7 +318,7 @@ class Elaborator:
         for i, k in enumerate(kp.keys if kp is not None and kp.keys else []):
             name = ast.find_annotation(k.annotations, "name")
             kname = name.string_arg() if name is not None else None
-            kt = k.expr.type
+            kt = k.expr.checked_type
             width = T.width_of(kt) if kt is not T.ERROR else 32
             try:
                 kind = M.MatchKind(k.match_kind)
@@ -318,8 +335,8 @@ class Elaborator:
         assert ap is not None and ap.actions is not None
         refs: list[M.ActionRef] = []
         action_fq: dict[int, str] = {}
-        for ref, adecl in zip(ap.actions, d.action_decls):  # type: ignore[attr-defined]
-            afq = self.action_fqname(adecl, self.owner_inst(adecl, inst))
+        for ref, adecl in zip(ap.actions, d.action_decls):
+            afq = self.action_fqname(adecl, inst)
             action_fq[id(adecl)] = afq
             scope = M.ActionScope.TABLE_AND_DEFAULT
             anns = [a.name for a in ref.annotations]
@@ -331,8 +348,8 @@ class Elaborator:
         ti.action_fq = action_fq
         dp = d.prop("default_action")
         if dp is not None:
-            dref = dp.action_ref  # type: ignore[attr-defined]
-            default = self.action_call(dref, action_fq)
+            assert dp.action_ref is not None
+            default = self.action_call(dp.action_ref, action_fq)
             const_default = dp.is_const
         else:
             default = M.ActionCall("NoAction")
@@ -405,12 +422,10 @@ class Elaborator:
             _annotations(d.annotations),
         )
 
-    def owner_inst(self, adecl: ast.ActionDecl, inst: BlockInst) -> BlockInst:
-        return inst
-
     def action_call(self, ref: ast.ActionRefSyntax, action_fq: dict[int, str]) -> M.ActionCall:
+        assert ref.ref is not None and ref.call_info is not None
         adecl = ref.ref.decl
-        info = ref.call_info  # type: ignore[attr-defined]
+        info = ref.call_info
         args = []
         for p, a in zip(info.params, info.args):
             if p.direction:
@@ -418,7 +433,7 @@ class Elaborator:
             v = self.const_of(a)
             if isinstance(v, bool):
                 v = int(v)
-            pt = p.ref.type
+            pt = p.sym.type
             if isinstance(pt, T.IntT) and v is not None and v < 0:
                 v &= (1 << pt.width) - 1
             args.append(v)
@@ -440,13 +455,14 @@ class Elaborator:
         max_ann = max([p for p in ann_prio if p is not None], default=0)
         for i, e in enumerate(entries):
             match = tuple(self.keyset_value(ks, k) for ks, k in zip(e.keyset, keys))
+            given, ann_p = explicit[i], ann_prio[i]
             if not needs_prio:
                 prio = 0
-            elif explicit[i] is not None:
-                prio = int(explicit[i])
-            elif ann_prio[i] is not None:
+            elif given is not None:
+                prio = int(given)
+            elif ann_p is not None:
                 # @priority(n): the smallest n wins; P4Runtime: the largest wins
-                prio = max_ann + 1 - int(ann_prio[i])  # type: ignore[arg-type]
+                prio = max_ann + 1 - ann_p
             else:
                 prio = n - i  # the earlier entry wins
             out.append(M.ConstEntry(match, self.action_call(e.action, action_fq), prio))
@@ -502,7 +518,7 @@ class Elaborator:
                 fake = ast.Instantiation(
                     f"{e.type.decl.name}", ast.NamedTypeRef(e.type.decl.name), e.args, span=e.span
                 )
-                fake.ref = e.ref  # type: ignore[attr-defined]
+                fake.ref = e.ref
                 inst.externs[key] = self.make_extern(fake, inst.path, e.type)
             return inst.externs[key]
         raise TypeError_("expected an extern instance", e.span)
@@ -518,7 +534,7 @@ class Elaborator:
                     e.args,
                     span=e.span,
                 )
-                fake.ref = e.ref  # type: ignore[attr-defined]
+                fake.ref = e.ref
                 inst.externs[key] = self.make_extern(fake, inst.path, e.type)
         ext = self.extern_of(e, inst)
         if ext.type.decl.name not in ("action_profile", "action_selector"):
@@ -571,25 +587,38 @@ def _struct_fields(t: T.Type) -> tuple[M.StructField, ...]:
 
 def key_text(e: ast.Expr) -> str:
     """The name p4c gives a key: the expression as written (``hdr.ipv4.dstAddr``)."""
-    if isinstance(e, ast.Name):
-        return e.name
-    if isinstance(e, ast.Member):
-        return f"{key_text(e.expr)}.{e.name}"
-    if isinstance(e, ast.Index):
-        return f"{key_text(e.expr)}[{key_text(e.index)}]"
-    if isinstance(e, ast.Slice):
-        return f"{key_text(e.expr)}[{key_text(e.hi)}:{key_text(e.lo)}]"
-    if isinstance(e, ast.IntLit):
-        return str(e.value)
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Member) and e.func.name == "isValid":
+    rule = KEY_TEXT.get(type(e))
+    return rule(e) if rule is not None else type(e).__name__
+
+
+def _call_text(e: ast.Call) -> str:
+    if isinstance(e.func, ast.Member) and e.func.name == "isValid":
         return f"{key_text(e.func.expr)}.$valid$"
-    if isinstance(e, ast.Call):
-        return f"{key_text(e.func)}()"
-    if isinstance(e, ast.Binary):
-        return f"{key_text(e.left)} {e.op} {key_text(e.right)}"
-    if isinstance(e, ast.Cast):
-        return key_text(e.expr)
-    return type(e).__name__
+    return f"{key_text(e.func)}()"
+
+
+KEY_TEXT: dict[type[ast.Expr], Callable[[Any], str]] = {
+    ast.Name: lambda e: e.name,
+    ast.Member: lambda e: f"{key_text(e.expr)}.{e.name}",
+    ast.Index: lambda e: f"{key_text(e.expr)}[{key_text(e.index)}]",
+    ast.Slice: lambda e: f"{key_text(e.expr)}[{key_text(e.hi)}:{key_text(e.lo)}]",
+    ast.IntLit: lambda e: str(e.value),
+    ast.Call: _call_text,
+    ast.Binary: lambda e: f"{key_text(e.left)} {e.op} {key_text(e.right)}",
+    ast.Cast: lambda e: key_text(e.expr),
+}
+"""How a key expression is written, by node type (other expressions: their node type)."""
+
+
+EXTERN_SPECS: dict[str, Callable[[Elaborator, ExternInst, tuple[M.Annotation, ...]], None]] = {
+    "counter": Elaborator._counter_spec,
+    "meter": Elaborator._meter_spec,
+    "register": Elaborator._register_spec,
+    "action_profile": Elaborator._profile_spec,
+    "action_selector": Elaborator._selector_spec,
+    # direct_counter / direct_meter specs are made with their table; other externs have none
+}
+"""v1model externs the control plane sees, by extern type: how their schema entry is made."""
 
 
 def elaborate(checked: CheckedProgram) -> Elaborated:

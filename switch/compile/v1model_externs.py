@@ -1,39 +1,35 @@
 """Code emitters for v1model's extern functions and extern object methods.
 
 One row per extern: the code generator looks the callee up in :data:`EXTERN_FUNCTIONS` or
-:data:`EXTERN_METHODS` and the row's function emits the Python that implements it, calling the
-runtime objects (registers, counters, meters) and the per-switch context ``_rt`` that the v1model
-architecture (``switch.pipeline.v1model``) reads after each pipeline pass.
+:data:`EXTERN_METHODS` (the compile driver hands it :data:`V1MODEL_EXTERNS`) and the row's
+function emits the Python that implements it, calling the runtime objects (registers, counters,
+meters) and the per-switch context ``_rt`` that the v1model architecture
+(``switch.pipeline.v1model``) reads after each pipeline pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from switch.compile.codegen import CodeGen, Emit, Emitter, ExternEmitters
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
+from switch.lang.constfold import fold
 from switch.lang.symbols import CallInfo, Sym
-from switch.lang.typecheck import Checker
-
-if TYPE_CHECKING:
-    from switch.compile.codegen import CodeGen, Emitter
-
-Emit = Callable[["CodeGen", ast.Call, CallInfo, "Emitter"], "str | None"]
 
 DROP_PORT = 511
 
 
 def _arg(info: CallInfo, i: int) -> ast.Expr:
-    a = info.args[i]
+    a: ast.Expr | None = info.args[i]
     if a is None:
         raise UnsupportedError(f"argument {i + 1} of '{info.name}' is required", None)
-    return a  # type: ignore[no-any-return]
+    return a
 
 
 def _const(e: ast.Expr) -> Any:
-    return Checker().try_eval_const(e)
+    return fold(e)
 
 
 def _enum_name(e: ast.Expr, what: str) -> str:
@@ -59,7 +55,7 @@ def fields_code(gen: CodeGen, e: ast.Expr) -> str:
             elif isinstance(it, T.TupleT):
                 parts.append(f"*{fields_code(gen, item)}")
             else:
-                parts.append(_scalar_pair(v, it))
+                parts.append(_scalar_pair(v, item.checked_type))
         return "(" + "".join(p + ", " for p in parts) + ")"
     v = gen.g_expr(e)
     if isinstance(t, (T.StructLikeT, T.StackT)):
@@ -72,10 +68,10 @@ def fields_code(gen: CodeGen, e: ast.Expr) -> str:
             + "".join(_scalar_pair(f"{tmp}[{i}]", et) + ", " for i, et in enumerate(t.elems))
             + ")"
         )
-    return "(" + _scalar_pair(v, t) + ",)"
+    return "(" + _scalar_pair(v, e.checked_type) + ",)"
 
 
-def _scalar_pair(v: str, t: Any) -> str:
+def _scalar_pair(v: str, t: T.Type) -> str:
     w = T.width_of(t)
     if t is T.BOOL:
         return f"(int({v}), 1)"
@@ -84,7 +80,7 @@ def _scalar_pair(v: str, t: Any) -> str:
     return f"({v}, {w})"
 
 
-def _width(t: Any) -> int:
+def _width(t: T.Type) -> int:
     return T.width_of(t)
 
 
@@ -108,7 +104,7 @@ def hash_(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
     m = gen.g_expr(max_) if max_ is not None else "0"
     value = (
         f"_v1model_hash_result(_rt.hash({name!r}, _pack_bits({fields})), {b}, {m}, "
-        f"{_width(result.type)})"
+        f"{_width(result.checked_type)})"
     )
     gen.flush(out)
     gen.g_assign(result, value, out)
@@ -125,12 +121,7 @@ def random_(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
 
 def digest(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
     data = _arg(info, 1)
-    t = data.type
-    if isinstance(t, T.StructLikeT):
-        name = t.name
-    else:
-        name = f"digest_{len(gen.digests)}"
-    gen.digests.setdefault(name, t)
+    name = gen.digest_name(e)  # named by elaboration (switch.compile.digests)
     fields = fields_code(gen, data)
     gen.flush(out)
     if _is_lvalue_path(data):
@@ -143,7 +134,7 @@ def digest(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
 
 def _is_lvalue_path(e: ast.Expr) -> bool:
     while isinstance(e, (ast.Member, ast.Index)):
-        if isinstance(e, ast.Member) and isinstance(e.ref, tuple):
+        if isinstance(e, ast.Member) and e.ref is not None:
             return False
         e = e.expr
     return isinstance(e, ast.Name) and isinstance(e.ref, Sym) and e.ref.kind in ("var", "param")
@@ -162,7 +153,7 @@ def _field_list_paths(gen: CodeGen, e: ast.Expr) -> list[str]:
     return _leaves(path, e.type)
 
 
-def _leaves(path: str, t: Any) -> list[str]:
+def _leaves(path: str, t: T.Type | None) -> list[str]:
     if isinstance(t, T.StructLikeT):
         out: list[str] = []
         for n, ft in t.fields.items():
@@ -256,7 +247,7 @@ def _checksum(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> None:
     fields = fields_code(gen, data)
     c = gen.g_expr(cond)
     payload = " + _rt.payload" if info.name.endswith("_with_payload") else ""
-    value = f"(_rt.hash({name!r}, _pack_bits({fields}){payload}) & {(1 << _width(csum.type)) - 1})"
+    value = f"(_rt.hash({name!r}, _pack_bits({fields}){payload}) & {(1 << _width(csum.checked_type)) - 1})"
     gen.flush(out)
     out.line(f"if {c}:")
     out.indent()
@@ -385,3 +376,6 @@ EXTERN_METHODS: dict[tuple[str, str], Emit] = {
     ("direct_meter", "read"): direct_meter_read,
     ("Checksum16", "get"): checksum16_get,
 }
+
+V1MODEL_EXTERNS = ExternEmitters(EXTERN_FUNCTIONS, EXTERN_METHODS)
+"""The v1model architecture's externs, as the compile driver passes them to the generator."""

@@ -1,1 +1,2 @@
-"""The P4-16 language front-end: preprocessor, lexer, syntax tree and parser."""
+"""The P4-16 language front-end: preprocessor, lexer, syntax tree, parser, type checker
+(``typecheck``) and constant folding (``constfold``)."""

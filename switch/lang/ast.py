@@ -3,15 +3,25 @@
 Every node has a ``span`` (its first token's position in the original file). Expression nodes get a
 ``type`` slot that the type checker fills in, and name-like nodes a ``ref`` slot pointing at the
 declaration they resolve to. Nodes are plain mutable dataclasses because the type checker
-annotates them in place; the parser never shares a node between two parents.
+annotates them in place; the parser never shares a node between two parents. The slots the
+checker fills in (besides ``type`` and ``ref``) are keyword-only fields marked :data:`FILLED_IN`,
+so tree walkers can skip them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switch.errors import NO_SPAN, Span
+from switch.lang.lexer import Token
+
+if TYPE_CHECKING:
+    from switch.lang import types as T
+    from switch.lang.symbols import CallInfo, MemberRef, Sym
+
+FILLED_IN = {"filled_in": True}
+"""``metadata`` of the fields the type checker fills in (not children of the node)."""
 
 
 @dataclass(eq=False)
@@ -22,27 +32,25 @@ class Node:
 @dataclass(eq=False)
 class Annotation(Node):
     name: str
-    tokens: list[Any] = field(default_factory=list)  # raw body tokens (lexer Tokens)
+    tokens: list[Token] = field(default_factory=list)  # the raw body tokens
 
     def string_arg(self) -> str | None:
         """The body as a single string literal (``@name("x")`` -> "x"), else None."""
-        toks = [t for t in self.tokens]
-        if len(toks) == 1 and toks[0].kind.name == "STRING":
+        toks = self.tokens
+        if len(toks) == 1 and isinstance(toks[0].value, str) and toks[0].kind.name == "STRING":
             return toks[0].value
         return None
 
     def int_arg(self) -> int | None:
-        toks = [t for t in self.tokens]
+        """The body as a single integer literal, possibly negated (``@priority(-1)``), else None."""
+        toks = self.tokens
         neg = False
         if toks and toks[0].text == "-":
             neg, toks = True, toks[1:]
         if len(toks) == 1 and toks[0].kind.name == "INT":
-            v = toks[0].value[0]
+            v = toks[0].int_literal()[0]
             return -v if neg else v
         return None
-
-    def body_text(self) -> str:
-        return " ".join(t.text for t in self.tokens)
 
 
 def find_annotation(annotations: list[Annotation], name: str) -> Annotation | None:
@@ -98,7 +106,13 @@ class DontCareTypeRef(TypeRef):
 
 @dataclass(eq=False)
 class Expr(Node):
-    type: Any = field(default=None, kw_only=True, repr=False)
+    type: T.Type | None = field(default=None, kw_only=True, repr=False)
+
+    @property
+    def checked_type(self) -> T.Type:
+        """The type the checker gave this expression."""
+        assert self.type is not None, self
+        return self.type
 
 
 @dataclass(eq=False)
@@ -122,14 +136,14 @@ class StrLit(Expr):
 class Name(Expr):
     name: str
     top_level: bool = False  # written as '.name'
-    ref: Any = None
+    ref: Sym | ActionDecl | None = None  # an action for a label of a switch on action_run
 
 
 @dataclass(eq=False)
 class Member(Expr):
     expr: Expr
     name: str
-    ref: Any = None
+    ref: MemberRef | None = None  # None for a field
 
 
 @dataclass(eq=False)
@@ -182,7 +196,7 @@ class Call(Expr):
     func: Expr
     type_args: list[TypeRef] = field(default_factory=list)
     args: list[Arg] = field(default_factory=list)
-    ref: Any = None  # resolved callee information
+    ref: CallInfo | None = None  # resolved callee information
 
 
 @dataclass(eq=False)
@@ -300,6 +314,13 @@ class VarDecl(Stmt):
     name: str
     init: Expr | None = None
     annotations: list[Annotation] = field(default_factory=list)
+    ref: Sym | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+
+    @property
+    def sym(self) -> Sym:
+        """The variable's symbol (after type checking)."""
+        assert self.ref is not None, self.name
+        return self.ref
 
 
 @dataclass(eq=False)
@@ -327,6 +348,13 @@ class Param(Node):
     name: str
     default: Expr | None = None
     annotations: list[Annotation] = field(default_factory=list)
+    ref: Sym | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+
+    @property
+    def sym(self) -> Sym:
+        """The parameter's symbol (after type checking)."""
+        assert self.ref is not None, self.name
+        return self.ref
 
 
 @dataclass(eq=False)
@@ -403,6 +431,7 @@ class FunctionDecl(Decl):
     type_params: list[str]
     params: list[Param]
     body: Block
+    ret_type: T.Type | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
 
 
 @dataclass(eq=False)
@@ -425,7 +454,8 @@ class ActionRefSyntax(Node):
     name: Expr  # Name or Member (e.g. '.NoAction' or 'c.a')
     args: list[Arg] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
-    ref: Any = None
+    ref: Sym | None = None
+    call_info: CallInfo | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
 
 
 @dataclass(eq=False)
@@ -445,11 +475,20 @@ class TableProperty(Node):
     entries: list[EntrySyntax] | None = None
     value: Expr | None = None  # for all other properties
     annotations: list[Annotation] = field(default_factory=list)
+    action_ref: ActionRefSyntax | None = field(  # default_action's value as an action reference
+        default=None, kw_only=True, repr=False, metadata=FILLED_IN
+    )
 
 
 @dataclass(eq=False)
 class TableDecl(Decl):
     properties: list[TableProperty]
+    key_types: list[T.Type] = field(
+        default_factory=list, kw_only=True, repr=False, metadata=FILLED_IN
+    )
+    action_decls: list[ActionDecl] = field(
+        default_factory=list, kw_only=True, repr=False, metadata=FILLED_IN
+    )
 
     def prop(self, name: str) -> TableProperty | None:
         for p in self.properties:
@@ -463,12 +502,22 @@ class Instantiation(Decl):
     typ: TypeRef
     args: list[Arg]
     # e.g. 'V1Switch(p(), ...) main;' or 'counter(1024, CounterType.packets) c;'
+    ref: CallInfo | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+    inst_type: T.Type | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+
+    @property
+    def ctor(self) -> CallInfo:
+        """The constructor call (after type checking)."""
+        assert self.ref is not None, self.name
+        return self.ref
 
 
 @dataclass(eq=False)
 class ValueSetDecl(Decl):
     elem: TypeRef
     size: Expr
+    elem_type: T.Type | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+    size_value: int = field(default=0, kw_only=True, repr=False, metadata=FILLED_IN)
 
 
 @dataclass(eq=False)

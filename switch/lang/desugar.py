@@ -20,7 +20,7 @@ from switch.lang.symbols import Scope
 def _children(node: Any) -> Iterator[ast.Node]:
     """The syntax nodes directly below `node` (fields holding nodes or lists of nodes)."""
     for f in dataclasses.fields(node):
-        if f.name in ("ref", "type", "span"):
+        if f.name in ("ref", "type", "span") or f.metadata.get("filled_in"):
             continue
         v = getattr(node, f.name)
         if isinstance(v, ast.Node):

@@ -26,16 +26,25 @@ class Tok(enum.Enum):
     EOF = "end of input"
 
 
+IntLiteral = tuple[int, int | None, bool]
+"""A decoded integer literal: (value, width or None, signed)."""
+
+
 @dataclass(slots=True)
 class Token:
     kind: Tok
     text: str
     span: Span
-    value: object = None  # for INT: (value, width | None, signed); for STRING: the decoded text
+    value: IntLiteral | str | None = None  # INT: the decoded literal; STRING: the decoded text
     offset: int = 0  # character offset in the preprocessed text (adjacency checks, e.g. '>' '>')
 
     def __repr__(self) -> str:
         return f"Token({self.kind.name}, {self.text!r}, {self.span})"
+
+    def int_literal(self) -> IntLiteral:
+        """The decoded literal of an INT token."""
+        assert isinstance(self.value, tuple), self
+        return self.value
 
 
 # Longest first, so that the regex alternation prefers them.
@@ -131,7 +140,7 @@ def _parse_int_body(body: str) -> int | None:
         return None
 
 
-def decode_int(text: str) -> tuple[int, int | None, bool] | None:
+def decode_int(text: str) -> IntLiteral | None:
     """Decode a P4 integer literal into (value, width or None, signed); None if malformed."""
     m = _WIDTH_RE.match(text)
     if m and not text.lower().startswith(("0x", "0b", "0o", "0d")):

@@ -8,12 +8,13 @@ specification, where bitwise operators bind tighter than comparisons.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from switch.errors import ParseError, Span
 from switch.lang import ast
-from switch.lang.lexer import Lexer, Tok, Token
+from switch.lang.lexer import Tok, Token
 
 R = TypeVar("R")
 
@@ -50,6 +51,18 @@ class _Backtrack(Exception):
     pass
 
 
+@dataclass
+class _BlockParts:
+    """What a parser and a control declaration have in common (their body items aside)."""
+
+    name: Token
+    type_params: list[str]
+    params: list[ast.Param]
+    ctor_params: list[ast.Param] | None = None  # None: a type declaration ('parser P(...);')
+    locals: list[ast.Node] = field(default_factory=list)
+    close: Token | None = None  # the closing brace of the body
+
+
 class Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.toks = tokens
@@ -57,6 +70,36 @@ class Parser:
         self.type_names: set[str] = {"packet_in", "packet_out"}
         self.scoped_types: list[set[str]] = []
         self.speculating = 0
+        # top-level declarations by their first keyword (anything else: a function, an
+        # instantiation or a variable)
+        self.declaration_parsers: dict[str, Callable[[], ast.Node]] = {
+            "const": self.parse_const_decl,
+            "typedef": self.parse_typedef,
+            "type": self.parse_typedef,
+            "header": self.parse_header,
+            "header_union": self.parse_header,
+            "struct": self.parse_header,
+            "enum": self.parse_enum,
+            "error": self.parse_error_decl,
+            "match_kind": self.parse_match_kind,
+            "extern": self.parse_extern,
+            "parser": self.parse_parser,
+            "control": self.parse_control,
+            "package": self.parse_package,
+            "action": self.parse_action,
+        }
+        # statements by their first keyword (anything else: a declaration, an assignment or a
+        # call)
+        self.statement_parsers: dict[str, Callable[[list[ast.Annotation]], ast.Stmt]] = {
+            "if": self._parse_if,
+            "exit": self._parse_exit,
+            "return": self._parse_return,
+            "switch": lambda anns: self.parse_switch(),
+            "const": self._parse_const_stmt,
+            "for": self._parse_unsupported_stmt,
+            "break": self._parse_unsupported_stmt,
+            "continue": self._parse_unsupported_stmt,
+        }
 
     # -- token helpers -------------------------------------------------------------------
 
@@ -167,22 +210,7 @@ class Parser:
         anns = self.parse_annotations()
         t = self.tok
         kw = t.text if t.kind is Tok.IDENT else ""
-        handler = {
-            "const": self.parse_const_decl,
-            "typedef": self.parse_typedef,
-            "type": self.parse_typedef,
-            "header": self.parse_header,
-            "header_union": self.parse_header,
-            "struct": self.parse_header,
-            "enum": self.parse_enum,
-            "error": self.parse_error_decl,
-            "match_kind": self.parse_match_kind,
-            "extern": self.parse_extern,
-            "parser": self.parse_parser,
-            "control": self.parse_control,
-            "package": self.parse_package,
-            "action": self.parse_action,
-        }.get(kw)
+        handler = self.declaration_parsers.get(kw)
         if handler is not None and not (kw == "error" and self.peek().text == "."):
             decl = handler()
         else:
@@ -244,15 +272,12 @@ class Parser:
             if self.at_op("<") and self.looks_like_type_args():
                 args = self.parse_type_args()
             typ = ast.NamedTypeRef(t.text, args, span=t.span)
-        while self.at_op("[") and not self.speculating_index():
+        while self.at_op("["):
             self.advance()
             size = self.parse_expression()
             self.expect("]")
             typ = ast.StackTypeRef(typ, size, span=t.span)
         return typ
-
-    def speculating_index(self) -> bool:
-        return False
 
     def looks_like_type_args(self) -> bool:
         nxt = self.peek()
@@ -278,7 +303,8 @@ class Parser:
         if self.tok.kind is Tok.INT:
             t = self.advance()
             # an integer used as a type argument (p4c allows it for generic widths): treat as bit<n>
-            return ast.BaseTypeRef("bit", ast.IntLit(t.value[0], span=t.span), span=t.span)
+            width = ast.IntLit(t.int_literal()[0], span=t.span)
+            return ast.BaseTypeRef("bit", width, span=t.span)
         return self.parse_type()
 
     def parse_type_params(self) -> list[str]:
@@ -403,14 +429,6 @@ class Parser:
     def parse_extern(self) -> ast.Node:
         self.expect("extern")
         # 'extern T f<...>(...);' (a function) or 'extern Name<...> { methods }'
-        if (
-            self.tok.kind is Tok.IDENT
-            and self.peek().text in ("{", "<")
-            and not (self.tok.text in BASE_TYPES or self.is_type_name(self.tok.text))
-        ):
-            # could still be 'extern Name<T> {' (object) or 'extern f<T>(' is impossible
-            # without a return type, so this is an extern object
-            pass
         if self.tok.kind is Tok.IDENT and (
             self.peek().text == "{" or (self.peek().text == "<" and self._generic_then_brace())
         ):
@@ -428,8 +446,7 @@ class Parser:
                 self.scoped_types.pop()
             return ast.ExternDecl(name.text, tparams, methods, span=name.span)
         # extern function: ret name<T>(params);
-        fn_tparams_holder: list[str] = []
-        ret, name_tok, tparams = self._parse_ret_and_name(fn_tparams_holder)
+        ret, name_tok, tparams = self._parse_ret_and_name()
         self.scoped_types.append(set(tparams))
         try:
             params = self.parse_params()
@@ -455,7 +472,7 @@ class Parser:
             i += 1
         return False
 
-    def _parse_ret_and_name(self, _holder: list[str]) -> tuple[ast.TypeRef, Token, list[str]]:
+    def _parse_ret_and_name(self) -> tuple[ast.TypeRef, Token, list[str]]:
         # The return type may mention the function's own type parameters ('T lookahead<T>()'),
         # which are declared after the name: look ahead for them first.
         tparams = self._peek_function_type_params()
@@ -503,7 +520,7 @@ class Parser:
             self.expect(";")
             m = ast.MethodDecl(name.text, None, [], params, span=name.span)
         else:
-            ret, name, tparams = self._parse_ret_and_name([])
+            ret, name, tparams = self._parse_ret_and_name()
             self.scoped_types.append(set(tparams))
             try:
                 params = self.parse_params()
@@ -549,7 +566,7 @@ class Parser:
         name = self.ident("declaration name")
         if self.at_op("<") or self.at_op("("):
             self.pos = save
-            ret, name, tparams = self._parse_ret_and_name([])
+            ret, name, tparams = self._parse_ret_and_name()
             self.scoped_types.append(set(tparams))
             try:
                 params = self.parse_params()
@@ -566,40 +583,60 @@ class Parser:
     # -- parsers -----------------------------------------------------------------------
 
     def parse_parser(self) -> ast.Node:
-        self.expect("parser")
-        name = self.ident("parser name")
+        states: list[ast.ParserState] = []
+
+        def item(anns: list[ast.Annotation]) -> ast.Node | None:
+            if self.at("state"):
+                st = self.parse_state()
+                st.annotations = anns
+                states.append(st)
+                return None
+            if self.at("value_set"):
+                return self.parse_value_set(anns)
+            return self._parse_block_local(anns)
+
+        b = self._parse_block_declaration("parser", item)
+        name, span = b.name.text, b.name.span
+        if b.ctor_params is None:
+            return ast.ParserTypeDecl(name, b.type_params, b.params, span=span)
+        return ast.ParserDecl(
+            name, b.type_params, b.params, b.ctor_params, b.locals, states, span=span
+        )
+
+    def _parse_block_declaration(
+        self, keyword: str, parse_item: Callable[[list[ast.Annotation]], ast.Node | None]
+    ) -> _BlockParts:
+        """``parser``/``control`` NAME<T>(params) then ``;`` or (ctor params) { items }.
+
+        ``parse_item`` parses one body item (after its annotations) and returns it if it is a
+        local declaration.
+        """
+        self.expect(keyword)
+        name = self.ident(f"{keyword} name")
         self.type_names.add(name.text)
         tparams = self.parse_type_params()
         self.scoped_types.append(set(tparams))
         try:
-            params = self.parse_params()
+            b = _BlockParts(name, tparams, self.parse_params())
             if self.accept(";"):
-                return ast.ParserTypeDecl(name.text, tparams, params, span=name.span)
-            ctor = self.parse_params() if self.at_op("(") else []
+                return b
+            b.ctor_params = self.parse_params() if self.at_op("(") else []
             self.expect("{")
-            locals_: list[ast.Node] = []
-            states: list[ast.ParserState] = []
             while not self.at_op("}"):
-                anns = self.parse_annotations()
-                if self.at("state"):
-                    st = self.parse_state()
-                    st.annotations = anns
-                    states.append(st)
-                elif self.at("const"):
-                    c = self.parse_const_decl()
-                    c.annotations = anns
-                    locals_.append(c)
-                elif self.at("value_set"):
-                    locals_.append(self.parse_value_set(anns))
-                else:
-                    d = self.parse_local_declaration()
-                    if isinstance(d, (ast.Decl, ast.VarDecl)):
-                        d.annotations = anns + d.annotations
-                    locals_.append(d)
-            self.expect("}")
+                loc = parse_item(self.parse_annotations())
+                if loc is not None:
+                    b.locals.append(loc)
+            b.close = self.expect("}")
         finally:
             self.scoped_types.pop()
-        return ast.ParserDecl(name.text, tparams, params, ctor, locals_, states, span=name.span)
+        return b
+
+    def _parse_block_local(self, anns: list[ast.Annotation]) -> ast.Node:
+        """A constant, variable or instance declared in a parser or control body."""
+        d = self.parse_const_decl() if self.at("const") else self.parse_local_declaration()
+        if isinstance(d, (ast.Decl, ast.VarDecl, ast.ConstDecl)):
+            d.annotations = anns + d.annotations
+        return d
 
     def parse_value_set(self, anns: list[ast.Annotation]) -> ast.ValueSetDecl:
         self.expect("value_set")
@@ -686,42 +723,29 @@ class Parser:
     # -- controls ------------------------------------------------------------------------
 
     def parse_control(self) -> ast.Node:
-        self.expect("control")
-        name = self.ident("control name")
-        self.type_names.add(name.text)
-        tparams = self.parse_type_params()
-        self.scoped_types.append(set(tparams))
-        try:
-            params = self.parse_params()
-            if self.accept(";"):
-                return ast.ControlTypeDecl(name.text, tparams, params, span=name.span)
-            ctor = self.parse_params() if self.at_op("(") else []
-            self.expect("{")
-            locals_: list[ast.Node] = []
-            body: ast.Block | None = None
-            while not self.at_op("}"):
-                anns = self.parse_annotations()
-                if self.at("apply") and self.peek().text == "{":
-                    self.advance()
-                    body = self.parse_block()
-                    continue
-                if self.at("action"):
-                    d: ast.Node = self.parse_action()
-                elif self.at("table"):
-                    d = self.parse_table()
-                elif self.at("const"):
-                    d = self.parse_const_decl()
-                else:
-                    d = self.parse_local_declaration()
-                if isinstance(d, (ast.Decl, ast.VarDecl, ast.ConstDecl)):
-                    d.annotations = anns + d.annotations
-                locals_.append(d)
-            close = self.expect("}")
-            if body is None:
-                raise ParseError(f"control '{name.text}' has no apply block", close.span)
-        finally:
-            self.scoped_types.pop()
-        return ast.ControlDecl(name.text, tparams, params, ctor, locals_, body, span=name.span)
+        bodies: list[ast.Block] = []
+
+        def item(anns: list[ast.Annotation]) -> ast.Node | None:
+            if self.at("apply") and self.peek().text == "{":
+                self.advance()
+                bodies.append(self.parse_block())
+                return None
+            if self.at("action") or self.at("table"):
+                d: ast.Decl = self.parse_action() if self.at("action") else self.parse_table()
+                d.annotations = anns + d.annotations
+                return d
+            return self._parse_block_local(anns)
+
+        b = self._parse_block_declaration("control", item)
+        name, span = b.name.text, b.name.span
+        if b.ctor_params is None:
+            return ast.ControlTypeDecl(name, b.type_params, b.params, span=span)
+        if not bodies:
+            assert b.close is not None
+            raise ParseError(f"control '{name}' has no apply block", b.close.span)
+        return ast.ControlDecl(
+            name, b.type_params, b.params, b.ctor_params, b.locals, bodies[-1], span=span
+        )
 
     def parse_local_declaration(self) -> ast.Node:
         """A variable declaration or an instantiation inside a parser/control body."""
@@ -856,36 +880,9 @@ class Parser:
                 self.advance()
                 return ast.Empty(span=t.span)
         if t.kind is Tok.IDENT:
-            kw = t.text
-            if kw == "if":
-                self.advance()
-                self.expect("(")
-                cond = self.parse_expression()
-                self.expect(")")
-                then = self.parse_statement()
-                other = None
-                if self.accept("else"):
-                    other = self.parse_statement()
-                return ast.If(cond, then, other, span=t.span)
-            if kw == "exit":
-                self.advance()
-                self.expect(";")
-                return ast.Exit(span=t.span)
-            if kw == "return":
-                self.advance()
-                value = None
-                if not self.at_op(";"):
-                    value = self.parse_expression()
-                self.expect(";")
-                return ast.Return(value, span=t.span)
-            if kw == "switch":
-                return self.parse_switch()
-            if kw == "const":
-                c = self.parse_const_decl()
-                c.annotations = anns
-                return c
-            if kw in ("for", "break", "continue"):
-                raise ParseError(f"'{kw}' statements are not supported by this target", t.span)
+            keyword_parser = self.statement_parsers.get(t.text)
+            if keyword_parser is not None:
+                return keyword_parser(anns)
             nxt = self.peek()
             if (
                 not self.starts_type()
@@ -932,6 +929,39 @@ class Parser:
             if not self.at_op(";")
             else "expression statement has no effect: only assignments and calls are statements",
         )
+
+    def _parse_if(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.expect("if")
+        self.expect("(")
+        cond = self.parse_expression()
+        self.expect(")")
+        then = self.parse_statement()
+        other = None
+        if self.accept("else"):
+            other = self.parse_statement()
+        return ast.If(cond, then, other, span=t.span)
+
+    def _parse_exit(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.expect("exit")
+        self.expect(";")
+        return ast.Exit(span=t.span)
+
+    def _parse_return(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.expect("return")
+        value = None
+        if not self.at_op(";"):
+            value = self.parse_expression()
+        self.expect(";")
+        return ast.Return(value, span=t.span)
+
+    def _parse_const_stmt(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        c = self.parse_const_decl()
+        c.annotations = anns
+        return c
+
+    def _parse_unsupported_stmt(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.tok
+        raise ParseError(f"'{t.text}' statements are not supported by this target", t.span)
 
     def _is_declaration(self) -> bool:
         """At a type name: is this 'Type name ...' (a declaration) rather than an expression?"""
@@ -1053,7 +1083,7 @@ class Parser:
         t = self.tok
         if t.kind is Tok.INT:
             self.advance()
-            value, width, signed = t.value  # type: ignore[misc]
+            value, width, signed = t.int_literal()
             return ast.IntLit(value, width, signed, span=t.span)
         if t.kind is Tok.STRING:
             self.advance()
@@ -1168,14 +1198,3 @@ class Parser:
         if not self.at_op("("):
             raise _Backtrack()
         return targs
-
-
-def parse_tokens(tokens: list[Token]) -> ast.Program:
-    return Parser(tokens).parse_program()
-
-
-def parse_text(
-    text: str, filename: str = "<string>", files: Mapping[str, list[str]] | None = None
-) -> ast.Program:
-    """Parse already-preprocessed text (line markers allowed)."""
-    return parse_tokens(Lexer(text, filename, files).tokenize())

@@ -385,6 +385,18 @@ class _Expr:
 # The preprocessor
 
 
+@dataclass
+class _DirectiveLine:
+    """A directive being run: its file, name (``d``: '' if not an identifier) and arguments."""
+
+    f: _File
+    d: str
+    name: _Tok
+    args: list[_Tok]
+    last: int  # the last physical line of the directive
+    depth: int  # the include depth
+
+
 class _Preprocessor:
     def __init__(self, include_dirs: Sequence[str], defines: Mapping[str, str] | None) -> None:
         self.include_dirs = list(include_dirs)
@@ -477,58 +489,66 @@ class _Preprocessor:
         if not rest:
             return  # the null directive
         name, args = rest[0], rest[1:]
-        d = name.text if name.kind == "id" else ""
-        active = self._active(f)
-        if d in ("if", "ifdef", "ifndef"):
-            value = active and self._condition(f, d, name, args)
-            span = f.span(name.line, name.col)
-            f.conds.append(_Cond(d, span, active, value or not active, value))
-        elif d in ("elif", "else"):
-            if not f.conds:
-                raise f.error(f"#{d} without #if", name)
-            c = f.conds[-1]
-            if c.seen_else:
-                raise f.error(f"#{d} after #else", name)
-            if d == "else":
-                c.seen_else = True
-                c.active = not c.taken
-                c.taken = True
-            elif c.taken:
-                c.active = False
-            else:
-                c.active = self._condition(f, "if", name, args)
-                c.taken = c.active
-        elif d == "endif":
-            if not f.conds:
-                raise f.error("#endif without #if", name)
-            f.conds.pop()
-        elif not active:
+        dv = _DirectiveLine(f, name.text if name.kind == "id" else "", name, args, last, depth)
+        conditional = CONDITIONAL_DIRECTIVES.get(dv.d)
+        if conditional is not None:
+            conditional(self, dv)  # also in skipped regions: they track the nesting
             return
-        elif d == "define":
-            self._define(f, name, args)
-        elif d == "undef":
-            ids = _nonws(args)
-            if not ids:
-                raise f.error("no macro name given in #undef directive", name)
-            if ids[0].kind != "id":
-                raise f.error("macro names must be identifiers", ids[0])
-            self.macros.pop(ids[0].text, None)
-        elif d == "include":
-            self._include(f, name, args, last, depth)
-        elif d in ("error", "warning"):
-            text = "".join(t.text for t in args).strip()
-            if d == "error":
-                raise f.error(f"#error {text}", name)
-            print(f"{f.span(name.line, name.col)}: warning: #warning {text}", file=sys.stderr)
-        elif d == "line":
-            self._line(f, name, args, last)
-        elif d == "pragma":
-            words = _nonws(args)
-            if words and words[0].text == "once" and f.real is not None:
-                self.once.add(f.real)
-            # other pragmas mean nothing to P4 and are dropped
-        else:
+        if not self._active(f):
+            return
+        rule = DIRECTIVES.get(dv.d)
+        if rule is None:
             raise f.error(f"invalid preprocessing directive #{name.text}", name)
+        rule(self, dv)
+
+    def _if(self, dv: _DirectiveLine) -> None:
+        f, active = dv.f, self._active(dv.f)
+        value = active and self._condition(f, dv.d, dv.name, dv.args)
+        span = f.span(dv.name.line, dv.name.col)
+        f.conds.append(_Cond(dv.d, span, active, value or not active, value))
+
+    def _else(self, dv: _DirectiveLine) -> None:
+        f, d, name = dv.f, dv.d, dv.name
+        if not f.conds:
+            raise f.error(f"#{d} without #if", name)
+        c = f.conds[-1]
+        if c.seen_else:
+            raise f.error(f"#{d} after #else", name)
+        if d == "else":
+            c.seen_else = True
+            c.active = not c.taken
+            c.taken = True
+        elif c.taken:
+            c.active = False
+        else:
+            c.active = self._condition(f, "if", name, dv.args)
+            c.taken = c.active
+
+    def _endif(self, dv: _DirectiveLine) -> None:
+        if not dv.f.conds:
+            raise dv.f.error("#endif without #if", dv.name)
+        dv.f.conds.pop()
+
+    def _undef(self, dv: _DirectiveLine) -> None:
+        ids = _nonws(dv.args)
+        if not ids:
+            raise dv.f.error("no macro name given in #undef directive", dv.name)
+        if ids[0].kind != "id":
+            raise dv.f.error("macro names must be identifiers", ids[0])
+        self.macros.pop(ids[0].text, None)
+
+    def _diagnostic(self, dv: _DirectiveLine) -> None:
+        text = "".join(t.text for t in dv.args).strip()
+        if dv.d == "error":
+            raise dv.f.error(f"#error {text}", dv.name)
+        where = dv.f.span(dv.name.line, dv.name.col)
+        print(f"{where}: warning: #warning {text}", file=sys.stderr)
+
+    def _pragma(self, dv: _DirectiveLine) -> None:
+        words = _nonws(dv.args)
+        if words and words[0].text == "once" and dv.f.real is not None:
+            self.once.add(dv.f.real)
+        # other pragmas mean nothing to P4 and are dropped
 
     def _condition(self, f: _File, d: str, name: _Tok, args: list[_Tok]) -> bool:
         if d in ("ifdef", "ifndef"):
@@ -876,6 +896,30 @@ class _Preprocessor:
             msg = f"pasting '{left.text}' and '{right.text}' does not give a valid preprocessing token"
             raise f.error(msg, site)
         return _Tok(toks[0][0], text, site.line, site.col, left.hide | right.hide | hide, True)
+
+
+DirectiveRule = Callable[[_Preprocessor, "_DirectiveLine"], None]
+
+CONDITIONAL_DIRECTIVES: dict[str, DirectiveRule] = {
+    "if": _Preprocessor._if,
+    "ifdef": _Preprocessor._if,
+    "ifndef": _Preprocessor._if,
+    "elif": _Preprocessor._else,
+    "else": _Preprocessor._else,
+    "endif": _Preprocessor._endif,
+}
+"""Directives that open, switch or close a conditional region (run in skipped regions too)."""
+
+DIRECTIVES: dict[str, DirectiveRule] = {
+    "define": lambda pp, dv: pp._define(dv.f, dv.name, dv.args),
+    "undef": _Preprocessor._undef,
+    "include": lambda pp, dv: pp._include(dv.f, dv.name, dv.args, dv.last, dv.depth),
+    "error": _Preprocessor._diagnostic,
+    "warning": _Preprocessor._diagnostic,
+    "line": lambda pp, dv: pp._line(dv.f, dv.name, dv.args, dv.last),
+    "pragma": _Preprocessor._pragma,
+}
+"""The other directives (run only in active regions); any other name is an error there."""
 
 
 def _read_lines(path: str) -> list[str]:

@@ -1,4 +1,8 @@
-"""Symbols and scopes of the type checker, and the call descriptions it attaches to calls."""
+"""Symbols and scopes of the type checker, and what it attaches to member and call expressions.
+
+:class:`Sym` is what a name denotes; :class:`MemberRef` subclasses say what a member expression
+denotes when it is not a field; :class:`CallInfo` says what a call calls.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from switch.lang.types import Type
+from switch.lang.types import CallKind, Type
 
 _counter = itertools.count(1)
 
@@ -46,10 +50,12 @@ class Sym:
 
 
 class Scope:
+    """Names declared in one block; ``owner`` is the enclosing parser/control/function."""
+
     def __init__(self, parent: Scope | None = None, owner: Any = None) -> None:
         self.parent = parent
         self.names: dict[str, Sym] = {}
-        self.owner = owner if owner is not None else (parent.owner if parent else None)
+        self.owner: Any = owner if owner is not None else (parent.owner if parent else None)
 
     def lookup(self, name: str) -> Sym | None:
         s: Scope | None = self
@@ -59,12 +65,6 @@ class Scope:
                 return sym
             s = s.parent
         return None
-
-    def root(self) -> Scope:
-        s = self
-        while s.parent is not None:
-            s = s.parent
-        return s
 
     def all_names(self) -> list[str]:
         out: list[str] = []
@@ -79,18 +79,70 @@ class Scope:
         return f"; did you mean '{close[0]}'?" if close else ""
 
 
+@dataclass(frozen=True)
+class MemberRef:
+    """What a member expression denotes when it is not a field of a struct or header."""
+
+
+@dataclass(frozen=True)
+class EnumMember(MemberRef):
+    """``E.m``: a member of an enum (its runtime value)."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class ErrorMember(MemberRef):
+    """``error.m``: an error code."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class StackProperty(MemberRef):
+    """``s.next``, ``s.last``, ``s.lastIndex`` or ``s.nextIndex`` of a header stack."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StackSize(MemberRef):
+    """``s.size`` of a header stack: a constant."""
+
+    size: int
+
+
+@dataclass(frozen=True)
+class HeaderMethod(MemberRef):
+    """``h.isValid``, ``h.setValid`` or ``h.setInvalid`` (called)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StackMethod(MemberRef):
+    """``s.push_front`` or ``s.pop_front`` (called)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class SizeMethod(MemberRef):
+    """``minSizeInBits`` and friends of a type or value (called)."""
+
+    name: str
+    type: Type
+
+
 @dataclass(eq=False)
 class CallInfo:
     """What a call expression calls, for the code generator.
 
-    kind: 'action' | 'function' | 'extern_func' | 'extern_method' | 'header_method'
-          | 'stack_method' | 'table_apply' | 'block_apply' | 'packet_method' | 'constructor'
-          | 'size_method'
     params: the callee's parameters in order (with ``args`` aligned to them: None where an
     optional/default parameter was omitted or '_' given).
     """
 
-    kind: str
+    kind: CallKind | None  # None until the checker says which kind of call it is
     name: str
     decl: Any = None
     params: list[Any] = field(default_factory=list)
@@ -99,3 +151,4 @@ class CallInfo:
     target: Any = None  # the object expression for methods
     bindings: dict[str, Type] = field(default_factory=dict)
     extern_name: str = ""  # for extern methods: the extern type's name
+    decl_type: Type | None = None  # for constructor calls: the type of the instance

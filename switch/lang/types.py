@@ -8,6 +8,7 @@ implicitly to any fixed-width type.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,11 +180,33 @@ class ActionRunT(Type):
         return f"action_list({self.table.name})"
 
 
+class CallKind(enum.StrEnum):
+    """Kinds of callable things, and so of calls (the rows of the checker's and code
+    generator's call tables)."""
+
+    ACTION = "action"
+    FUNCTION = "function"
+    EXTERN_FUNC = "extern_func"
+    EXTERN_METHOD = "extern_method"
+    PACKET_METHOD = "packet_method"  # a method of packet_in / packet_out
+    HEADER_METHOD = "header_method"
+    STACK_METHOD = "stack_method"
+    SIZE_METHOD = "size_method"
+    TABLE_APPLY = "table_apply"
+    BLOCK_APPLY = "block_apply"
+    CONSTRUCTOR = "constructor"
+
+
 @dataclass(eq=False)
 class FuncT(Type):
-    """Actions, functions, extern functions and methods (callable things)."""
+    """Actions, functions, extern functions and methods (callable things).
 
-    kind: str
+    ``decl`` depends on ``kind``: the action or function declaration, the extern function's
+    symbol, ``(extern type, method overloads)``, the header/stack/type of a built-in method, the
+    table declaration or the parser/control type.
+    """
+
+    kind: CallKind
     decl: Any
 
     def __str__(self) -> str:

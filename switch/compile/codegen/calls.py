@@ -1,0 +1,382 @@
+"""Calls: one rule per call kind (:data:`CALLS`), one per packet method (:data:`PACKET_METHODS`).
+
+Extern functions and extern object methods are the architecture's: their rows look the callee
+up in the :class:`~switch.compile.codegen.generator.ExternEmitters` the compile driver gave the
+generator. Actions and functions are Python functions (generated on first call); their scalar
+``out``/``inout`` arguments come back as a tuple that the caller writes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from switch.compile.codegen.callables import action_fn, function_fn
+from switch.compile.codegen.classes import default_value, flat_fields, is_composite
+from switch.compile.codegen.emitter import Emitter, mask
+from switch.errors import UnsupportedError
+from switch.lang import ast
+from switch.lang import types as T
+from switch.lang.symbols import CallInfo, StackProperty, Sym
+from switch.lang.types import CallKind
+
+if TYPE_CHECKING:
+    from switch.compile.codegen.generator import CodeGen
+
+
+CallRule = Callable[["CodeGen", ast.Call, CallInfo, Emitter, bool], "str | None"]
+"""(generator, call, call info, output, whether the value is used) -> code of the value."""
+
+
+def _header_method(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    target = info.target
+    h = gen.g_expr(target)
+    if info.name == "isValid":
+        return f"{h}._v"
+    if info.name == "setValid":
+        union_siblings_invalidate(gen, target, out)
+        out.line(f"{h}._v = True")
+    else:
+        out.line(f"{h}._v = False")
+    return None
+
+
+def union_siblings_invalidate(gen: CodeGen, target: ast.Expr, out: Emitter) -> None:
+    """Making a member of a header union valid makes the other members invalid."""
+    if (
+        isinstance(target, ast.Member)
+        and isinstance(target.expr.type, T.StructLikeT)
+        and (target.expr.type.kind == "header_union")
+    ):
+        u = gen.g_expr(target.expr)
+        for n in target.expr.type.fields:
+            if n != target.name:
+                out.line(f"{u}.f_{n}._v = False")
+
+
+def _stack_method(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    s = gen.g_expr(info.target)
+    fn = "_push_front" if info.name == "push_front" else "_pop_front"
+    out.line(f"{fn}({s}, {info.args[0]})")
+    return None
+
+
+def _size_method(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    return repr(info.args[0])
+
+
+def _table_apply(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    return f"T_{gen.table_inst(info.decl).py}()"
+
+
+# -- actions, functions, blocks ----------------------------------------------------------------
+
+
+def arg_value(gen: CodeGen, p: ast.Param, pt: T.Type | None, a: ast.Expr | None) -> str:
+    """Code for the argument ``a`` of parameter ``p`` (its default if omitted)."""
+    if a is None:
+        if p.default is not None:
+            return gen.g_expr(p.default)
+        return default_value(pt, gen)
+    v = gen.g_expr(a)
+    if p.direction in ("", "in") and is_composite(pt):
+        return f"{v}.copy()"
+    return v
+
+
+def _ordered_args(gen: CodeGen, info: CallInfo) -> list[str]:
+    """Argument values, left to right: an `in` argument keeps its value from before the
+    side effects (calls with out/inout arguments) of the arguments after it."""
+    args: list[str] = []
+    for p, pt, a in zip(info.params, info.param_types, info.args):
+        saved = gen.pre
+        gen.pre = []
+        v = arg_value(gen, p, pt, a)
+        effects, gen.pre = gen.pre, saved
+        if effects:
+            for i, (q, prev) in enumerate(zip(info.params, args)):
+                if q.direction in ("", "in"):
+                    keep = gen.tmp("a")
+                    gen.pre.append(f"{keep} = {prev}")
+                    args[i] = keep
+            gen.pre.extend(effects)
+        args.append(v)
+    return args
+
+
+def scalar_outs(info: CallInfo) -> list[tuple[ast.Param, ast.Expr | None]]:
+    """(parameter, argument) of the scalar out/inout parameters: returned by the callee."""
+    return [
+        (p, a)
+        for p, pt, a in zip(info.params, info.param_types, info.args)
+        if p.direction in ("out", "inout") and not is_composite(pt)
+    ]
+
+
+def _direct_call(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    decl = info.decl
+    fname = action_fn(gen, decl) if info.kind is CallKind.ACTION else function_fn(gen, decl)
+    args = _ordered_args(gen, info)
+    outs = scalar_outs(info)
+    has_ret = info.kind is CallKind.FUNCTION and decl.ret_type is not T.VOID
+    call = f"{fname}({', '.join(args)})"
+    if not outs:
+        if has_ret and want_value:
+            return call
+        out.line(call)
+        return None
+    r = gen.tmp("r")
+    out.line(f"{r} = {call}")
+    base = 1 if has_ret else 0
+    for i, (_p, a) in enumerate(outs):
+        if a is not None:
+            gen.g_assign(a, f"{r}[{base + i}]", out)
+    if has_ret:
+        return f"{r}[0]"
+    return None
+
+
+def _block_apply(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    target = info.target
+    if not (isinstance(target, ast.Name) and isinstance(target.ref, Sym)):
+        raise UnsupportedError("apply of a block that is not a local instance", e.span)
+    assert gen.inst is not None
+    child = gen.inst.children[id(target.ref.decl)]
+    args = []
+    for p, pt, a in zip(info.params, info.param_types, info.args):
+        if isinstance(pt, T.ExternT) and pt.decl.name in ("packet_in", "packet_out"):
+            args.append(gen.fn.pkt)
+        else:
+            args.append(arg_value(gen, p, pt, a))
+    outs = scalar_outs(info)
+    is_parser = isinstance(child.decl, ast.ParserDecl)
+    call = f"{'P_' if is_parser else 'C_'}{child.py}({', '.join(args)})"
+    if is_parser:
+        if outs:
+            r = gen.tmp("r")
+            out.line(f"{r} = {call}")
+            for i, (_p, a) in enumerate(outs):
+                if a is not None:
+                    gen.g_assign(a, f"{r}[{i}]", out)
+        else:
+            out.line(call)
+        return None
+    out.line(call)
+    # the callee's own parameters (the call may go through a control *type* declaration
+    # when the instance was passed as a constructor argument)
+    own = {id(p): q for p, q in zip(info.params, child.decl.params)}
+    for p, a in outs:
+        if a is not None:
+            q = own[id(p)]
+            gen.g_assign(a, f"G_{child.py}__{q.sym.pyname}", out)
+    return None
+
+
+# -- externs -----------------------------------------------------------------------------------
+
+
+def _extern_func(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    emit = gen.externs.functions.get(info.name)
+    if emit is None:
+        raise UnsupportedError(
+            f"extern function '{info.name}' is not supported by this target", e.span
+        )
+    return emit(gen, e, info, out)
+
+
+def _extern_method(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    emit = gen.externs.methods.get((info.extern_name, info.name))
+    if emit is None:
+        raise UnsupportedError(
+            f"method '{info.extern_name}.{info.name}' is not supported by this target", e.span
+        )
+    return emit(gen, e, info, out)
+
+
+def _packet_method(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    rule = PACKET_METHODS.get((info.extern_name, info.name))
+    if rule is None:
+        raise UnsupportedError(f"packet method '{info.name}'", e.span)
+    return rule(gen, e, info, out)
+
+
+def _not_code(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    raise UnsupportedError(f"call of kind {info.kind}", e.span)
+
+
+CALLS: dict[CallKind, CallRule] = {
+    CallKind.ACTION: _direct_call,
+    CallKind.FUNCTION: _direct_call,
+    CallKind.EXTERN_FUNC: _extern_func,
+    CallKind.EXTERN_METHOD: _extern_method,
+    CallKind.PACKET_METHOD: _packet_method,
+    CallKind.HEADER_METHOD: _header_method,
+    CallKind.STACK_METHOD: _stack_method,
+    CallKind.SIZE_METHOD: _size_method,
+    CallKind.TABLE_APPLY: _table_apply,
+    CallKind.BLOCK_APPLY: _block_apply,
+    CallKind.CONSTRUCTOR: _not_code,  # instances are made by elaboration, not by code
+}
+"""Every call kind: its rule."""
+
+
+# -- packet_in / packet_out --------------------------------------------------------------------
+
+PacketRule = Callable[["CodeGen", ast.Call, CallInfo, Emitter], "str | None"]
+
+
+def _arg0(info: CallInfo) -> ast.Expr:
+    a: ast.Expr | None = info.args[0]
+    assert a is not None
+    return a
+
+
+def _emit(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    a = _arg0(info)
+    emit_headers(gen, gen.g_expr(a), a.type, out)
+    return None
+
+
+def emit_headers(gen: CodeGen, v: str, t: T.Type | None, out: Emitter) -> None:
+    """``packet_out.emit(v)``: append the valid headers in ``v`` (a header, stack or struct)."""
+    pkt = gen.fn.pkt
+    if isinstance(t, T.StructLikeT):
+        if t.kind == "header":
+            out.line(f"if {v}._v: {pkt}.append({v}._bytes())")
+            return
+        for n, ft in t.fields.items():
+            emit_headers(gen, f"{v}.f_{n}", ft, out)
+        return
+    if isinstance(t, T.StackT):
+        out.line(f"for _eh in {v}.items:")
+        out.indent()
+        out.line(f"if _eh._v: {pkt}.append(_eh._bytes())")
+        out.dedent()
+        return
+    raise UnsupportedError(
+        f"emit of a {t} (only headers, stacks, unions and structs of them)", None
+    )
+
+
+def _extract(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    a = _arg0(info)
+    if isinstance(a, ast.Member) and a.ref == StackProperty("next"):
+        stack = gen.g_expr(a.expr)
+        h = gen.tmp("h")
+        out.line(f"{h} = _stack_next({stack}, {gen.err_code('StackOutOfBounds')})")
+        _extract_into(gen, h, a.checked_type, out)
+        out.line(f"{stack}.nextIndex += 1")
+    else:
+        h = gen.g_expr(a)
+        gen.flush(out)
+        union_siblings_invalidate(gen, a, out)
+        _extract_into(gen, h, a.checked_type, out)
+    return None
+
+
+def _extract_into(gen: CodeGen, h: str, t: T.Type, out: Emitter) -> None:
+    nb = T.width_of(t) // 8
+    pkt = gen.fn.pkt
+    o = gen.tmp("o")
+    out.line(f"{o} = {pkt}.off + {nb}")
+    out.line(f"if {o} > {pkt}.n: raise _ParserError({gen.err_code('PacketTooShort')})")
+    out.line(f"{h}._ext(_from_bytes({pkt}.buf[{pkt}.off:{o}], 'big'))")
+    out.line(f"{pkt}.off = {o}")
+
+
+def _lookahead(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    pkt = gen.fn.pkt
+    lt = info.bindings.get("T") if info.bindings else None
+    if lt is None:
+        raise UnsupportedError("lookahead without a type", e.span)
+    w = T.width_of(lt)
+    too_short = f"raise _ParserError({gen.err_code('PacketTooShort')})"
+    v = gen.tmp("la")
+    nb = (w + 7) // 8
+    out.line(f"if {pkt}.off + {nb} > {pkt}.n: {too_short}")
+    peek = f"int.from_bytes({pkt}.buf[{pkt}.off:{pkt}.off + {nb}], 'big')"
+    out.line(f"{v} = {peek} >> {nb * 8 - w}" if w % 8 else f"{v} = {peek}")
+    if isinstance(lt, T.StructLikeT) and lt.kind == "header":
+        h = gen.tmp("lh")
+        out.line(f"{h} = {gen.class_of(lt)}()")
+        out.line(f"{h}._ext({v})")
+        return h
+    if isinstance(lt, T.StructLikeT) and lt.kind == "struct":
+        return _unpack_struct(gen, lt, v, w, out, e)
+    if lt is T.BOOL:
+        return f"({v} != 0)"
+    if isinstance(lt, T.IntT):
+        return f"_to_signed({v}, {w})"
+    if isinstance(lt, T.BitT):
+        return v
+    raise UnsupportedError(f"lookahead of {lt}", e.span)
+
+
+def _unpack_struct(
+    gen: CodeGen, t: T.StructLikeT, v: str, w: int, out: Emitter, e: ast.Expr
+) -> str:
+    """A struct of bit/int/bool fields filled from the big-endian integer `v` (lookahead)."""
+    st = gen.tmp("ls")
+    out.line(f"{st} = {gen.class_of(t)}()")
+    shift = w
+    for path, ft in flat_fields(t):
+        if not (ft is T.BOOL or isinstance(ft, (T.BitT, T.IntT))):
+            raise UnsupportedError(
+                f"lookahead of a struct with a {ft} field is not supported", e.span
+            )
+        fw = T.width_of(ft)
+        shift -= fw
+        fv = f"(({v} >> {shift}) & {mask(fw)})"
+        if ft is T.BOOL:
+            fv = f"bool({fv})"
+        elif isinstance(ft, T.IntT):
+            fv = f"_to_signed({fv}, {fw})"
+        out.line(f"{st}.{path} = {fv}")
+    return st
+
+
+def _advance(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    pkt = gen.fn.pkt
+    n = gen.g_expr(_arg0(info))
+    bits = gen.tmp("adv")
+    out.line(f"{bits} = {n}")
+    out.line(f"if {bits} % 8: raise _ParserError({gen.err_code('ParserInvalidArgument')})")
+    out.line(
+        f"if {pkt}.off + {bits} // 8 > {pkt}.n: "
+        f"raise _ParserError({gen.err_code('PacketTooShort')})"
+    )
+    out.line(f"{pkt}.off += {bits} // 8")
+    return None
+
+
+def _length(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    return f"({gen.fn.pkt}.n & 0xffffffff)"
+
+
+PACKET_METHODS: dict[tuple[str, str], PacketRule] = {
+    ("packet_out", "emit"): _emit,
+    ("packet_in", "extract"): _extract,
+    ("packet_in", "lookahead"): _lookahead,
+    ("packet_in", "advance"): _advance,
+    ("packet_in", "length"): _length,
+}

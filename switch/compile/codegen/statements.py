@@ -1,0 +1,194 @@
+"""Statements: one rule per node type (:data:`STATEMENTS`), and assignment per kind of target
+(:data:`ASSIGN_TARGETS`).
+
+A rule writes lines to the :class:`~switch.compile.codegen.emitter.Emitter` it is given, after the
+statements its expressions need (``CodeGen.flush``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from switch.compile.codegen.classes import default_value, is_composite
+from switch.compile.codegen.emitter import Emitter, mask, tuple_code
+from switch.errors import UnsupportedError
+from switch.lang import ast
+from switch.lang import types as T
+from switch.lang.symbols import StackProperty
+
+if TYPE_CHECKING:
+    from switch.compile.codegen.generator import CodeGen
+
+StmtRule = Callable[["CodeGen", Any, Emitter], None]
+"""(generator, statement of the row's type, output)."""
+
+
+def _block(gen: CodeGen, s: ast.Block, out: Emitter) -> None:
+    gen.g_block(s.stmts, out)
+
+
+def _assign(gen: CodeGen, s: ast.Assign, out: Emitter) -> None:
+    inner = Emitter(out.level)
+    v = gen.g_expr(s.rhs)
+    gen.g_assign(s.lhs, v, inner)
+    gen.flush(out)
+    out.lines.extend(inner.lines)
+
+
+def _call(gen: CodeGen, s: ast.CallStmt, out: Emitter) -> None:
+    inner = Emitter(out.level)
+    r = gen.g_call(s.call, want_value=False, out=inner)
+    gen.flush(out)
+    out.lines.extend(inner.lines)
+    if r:
+        out.line(r)
+
+
+def _if(gen: CodeGen, s: ast.If, out: Emitter) -> None:
+    c = gen.g_expr(s.cond)
+    gen.flush(out)
+    out.line(f"if {c}:")
+    out.indent()
+    gen.g_block([s.then], out)
+    out.dedent()
+    if s.other is not None:
+        out.line("else:")
+        out.indent()
+        gen.g_block([s.other], out)
+        out.dedent()
+
+
+def _switch(gen: CodeGen, s: ast.Switch, out: Emitter) -> None:
+    v = gen.g_expr(s.expr)
+    gen.flush(out)
+    var = gen.tmp("sw")
+    out.line(f"{var} = {v}")
+    st = s.expr.type
+    groups: list[tuple[list[ast.Expr], ast.Block]] = []
+    pending: list[ast.Expr] = []
+    for c in s.cases:
+        pending.extend(c.labels)
+        if c.body is not None:
+            groups.append((pending, c.body))
+            pending = []
+    first = True
+    for labels, body in groups:
+        conds = []
+        is_default = False
+        for lbl in labels:
+            if isinstance(lbl, ast.Default):
+                is_default = True
+            elif isinstance(st, T.ActionRunT):
+                assert isinstance(lbl, ast.Name)
+                fq = gen.table_inst(st.table).action_fq[id(lbl.ref)]
+                conds.append(f"{var} == {fq!r}")
+            else:
+                conds.append(f"{var} == {gen.g_expr(lbl)}")
+        if is_default:
+            out.line("if True:" if first else "else:")
+        else:
+            out.line(("if " if first else "elif ") + " or ".join(conds) + ":")
+        out.indent()
+        gen.g_block(body.stmts, out)
+        out.dedent()
+        first = False
+
+
+def _exit(gen: CodeGen, s: ast.Exit, out: Emitter) -> None:
+    out.line("raise _ExitSignal()")
+
+
+def _return(gen: CodeGen, s: ast.Return, out: Emitter) -> None:
+    parts = []
+    if s.value is not None:
+        parts.append(gen.g_expr(s.value))
+        gen.flush(out)
+    fn = gen.fn
+    parts.extend(fn.outs)
+    if fn.kind in ("action", "function") and (fn.has_ret or fn.outs):
+        if fn.has_ret and not fn.outs:
+            out.line(f"return {parts[0]}")
+        else:
+            out.line("return " + tuple_code(parts))
+    else:
+        out.line("return")
+
+
+def _variable(gen: CodeGen, s: ast.VarDecl, out: Emitter) -> None:
+    sym = s.sym
+    name = gen.var_name(sym)
+    t = sym.type
+    if s.init is None:
+        out.line(f"{name} = {default_value(t, gen)}")
+        return
+    v = gen.g_expr(s.init)
+    gen.flush(out)
+    if is_composite(t):
+        out.line(f"{name} = {default_value(t, gen)}")
+        out.line(f"{name}._set({v})")
+    else:
+        out.line(f"{name} = {v}")
+
+
+def _nothing(gen: CodeGen, s: ast.Stmt, out: Emitter) -> None:
+    return None
+
+
+STATEMENTS: dict[type[ast.Stmt], StmtRule] = {
+    ast.Block: _block,
+    ast.Assign: _assign,
+    ast.CallStmt: _call,
+    ast.If: _if,
+    ast.Switch: _switch,
+    ast.Exit: _exit,
+    ast.Return: _return,
+    ast.VarDecl: _variable,
+    ast.ConstDecl: _nothing,  # constants are folded where they are used
+    ast.Empty: _nothing,
+}
+"""Every statement node type: its rule."""
+
+
+# -- assignment targets ------------------------------------------------------------------------
+
+AssignRule = Callable[["CodeGen", Any, str, Emitter], None]
+"""(generator, scalar lvalue of the row's type, code of the value, output)."""
+
+
+def _to_name(gen: CodeGen, lhs: ast.Name, value: str, out: Emitter) -> None:
+    out.line(f"{gen.g_expr(lhs)} = {value}")
+
+
+def _to_field(gen: CodeGen, lhs: ast.Member, value: str, out: Emitter) -> None:
+    if isinstance(lhs.ref, StackProperty):
+        raise UnsupportedError("cannot assign a scalar to a stack property", lhs.span)
+    out.line(f"{gen.g_expr(lhs.expr)}.f_{lhs.name} = {value}")
+
+
+def _to_slice(gen: CodeGen, lhs: ast.Slice, value: str, out: Emitter) -> None:
+    hi, lo = gen.const_index(lhs.hi), gen.const_index(lhs.lo)
+    assert hi is not None and lo is not None
+    bt = lhs.expr.type
+    assert isinstance(bt, (T.BitT, T.IntT))
+    cur = gen.g_expr(lhs.expr)
+    m = mask(hi - lo + 1) << lo
+    w = bt.width
+    full = mask(w)
+    new = f"(({cur} & {full ^ m}) | (({value}) << {lo} & {m}))"
+    if isinstance(bt, T.IntT):
+        new = f"_to_signed(({cur} & {full ^ m}) | (({value}) << {lo} & {m}), {w})"
+    gen.g_assign(lhs.expr, new, out)
+
+
+def _to_element(gen: CodeGen, lhs: ast.Index, value: str, out: Emitter) -> None:
+    raise UnsupportedError("assigning a scalar to a stack element", lhs.span)
+
+
+ASSIGN_TARGETS: dict[type[ast.Expr], AssignRule] = {
+    ast.Name: _to_name,
+    ast.Member: _to_field,
+    ast.Slice: _to_slice,
+    ast.Index: _to_element,
+}
+"""Lvalues of scalar type (composite ones are assigned in place with ``_set``)."""
