@@ -18,13 +18,14 @@ until a frame crosses, and measured:
   a one-second warm-up; tcpreplay's own rate is reported too.
 * **latency**: ``--latency-count`` frames at ``--latency-pps`` from a packet socket in the
   source namespace, each carrying its send time (CLOCK_REALTIME); the sink's packet socket
-  takes the kernel's receive timestamp (``SO_TIMESTAMPNS``). p50/p99 of the difference.
+  takes the kernel's receive timestamp (``SO_TIMESTAMPNS``). p50/p99 of the difference, by
+  ``numpy.percentile`` (linear interpolation).
 
 ``--switch-cmd "builtin-forwarder [--plain] [--no-tx-ring] [--work-us N]"`` runs a stand-in
-written with
-:class:`switch.device.ports.PortSet` that forwards every frame from port 1 to port 2: the
-raw packet-I/O ceiling of one Python process here (``--plain``: no RX ring, ``--no-tx-ring``:
-one ``send`` per frame, ``--work-us``: burn CPU per frame like a pipeline would). Results go to a CSV (``--out``).
+written with :class:`switch.device.ports.PortSet` that forwards every frame from port 1 to
+port 2: the raw packet-I/O ceiling of one Python process here (``--plain``: no RX ring,
+``--no-tx-ring``: one ``send`` per frame, ``--work-us``: burn CPU per frame like a pipeline
+would). Results go to a CSV (``--out``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from switch.device.netns import (
     Netns,
@@ -230,9 +233,12 @@ def running(
     """Start ``argv`` in its own session; SIGTERM (then SIGKILL) it on exit."""
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]
-    out = open(log, "ab") if log else subprocess.DEVNULL
+    out = open(log, "ab") if log else None
     proc = subprocess.Popen(
-        list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        list(argv),
+        stdout=subprocess.DEVNULL if out is None else out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         yield proc
@@ -246,8 +252,8 @@ def running(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        if log:
-            out.close()  # type: ignore[union-attr]
+        if out is not None:
+            out.close()
 
 
 def wait_forwarding(
@@ -457,25 +463,27 @@ def measure_latency(
         stop.set()
         rx.join()
         sink.close()
-    us = sorted(d / 1000 for d in delays.values())
-    if not us:
-        return LatencyResult(pps, 0, count, float("nan"), float("nan"), float("nan"), float("nan"))
+    return latency_result(pps, count, [d / 1000 for d in delays.values()])
+
+
+def latency_result(pps: int, sent: int, delays_us: Sequence[float]) -> LatencyResult:
+    """The latency row of ``sent`` probes at ``pps`` of which ``delays_us`` came back.
+
+    Percentiles are ``numpy.percentile``'s (linear interpolation between the closest ranks);
+    with no delay at all every statistic is NaN.
+    """
+    if not delays_us:
+        nan = float("nan")
+        return LatencyResult(pps, 0, sent, nan, nan, nan, nan)
     return LatencyResult(
         target_pps=pps,
-        samples=len(us),
-        lost=count - len(us),
-        p50_us=_percentile(us, 50),
-        p99_us=_percentile(us, 99),
-        mean_us=statistics.fmean(us),
-        max_us=us[-1],
+        samples=len(delays_us),
+        lost=sent - len(delays_us),
+        p50_us=float(np.percentile(delays_us, 50)),
+        p99_us=float(np.percentile(delays_us, 99)),
+        mean_us=statistics.fmean(delays_us),
+        max_us=max(delays_us),
     )
-
-
-def _percentile(sorted_values: list[float], pct: float) -> float:
-    k = (len(sorted_values) - 1) * pct / 100
-    lo = int(k)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
 
 
 def run_benchmark(

@@ -15,8 +15,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from switch.errors import P4Error
+
+if TYPE_CHECKING:
+    from switch.compile import CompiledProgram
 
 
 def _defines(items: Sequence[str]) -> dict[str, str]:
@@ -27,7 +31,7 @@ def _defines(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _load(args: argparse.Namespace) -> CompiledProgram:
     from switch.compile import load_program
 
     return load_program(args.program, args.include, _defines(args.define))

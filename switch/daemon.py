@@ -22,10 +22,17 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
+
+if TYPE_CHECKING:
+    from switch.device.control import RuntimeCliServer
+    from switch.device.pcap import PcapWriter
+    from switch.device.ports import PortSet
+    from switch.p4rt.server import P4RuntimeServer
 
 log = logging.getLogger("tailfabric.switch")
 
@@ -172,10 +179,10 @@ class SwitchDaemon:
             seed=args.seed,
         )
         self.stopping = threading.Event()
-        self.ports: Any = None
-        self.pcaps: dict[tuple[int, str], Any] = {}
-        self.grpc: Any = None
-        self.cli: Any = None
+        self.ports: PortSet | None = None
+        self.pcaps: dict[tuple[int, str], PcapWriter] = {}
+        self.grpc: P4RuntimeServer | None = None
+        self.cli: RuntimeCliServer | None = None
         self.loop_thread: threading.Thread | None = None
         if args.queue_rate:
             from switch.device.sscli import parse_rate
@@ -195,7 +202,7 @@ class SwitchDaemon:
 
         self.grpc = P4RuntimeServer(self.device, args.grpc_server_addr)
         self.grpc.start()
-        self.cli = RuntimeCliServer(self.device, port=args.thrift_port).start()
+        cli = self.cli = RuntimeCliServer(self.device, port=args.thrift_port).start()
         self.loop_thread = threading.Thread(target=self.run_loop, name="datapath", daemon=True)
         self.loop_thread.start()
         log.info(
@@ -203,17 +210,17 @@ class SwitchDaemon:
             args.device_id,
             ",".join(f"{p}@{n}" for p, n in sorted(args.ports.items())) or "-",
             args.grpc_server_addr,
-            self.cli.port,
+            cli.port,
             "" if args.program else " (waiting for a pipeline)",
         )
 
     def _open_ports(self) -> None:
         from switch.device.ports import PortSet
 
-        self.ports = PortSet()
+        ports = self.ports = PortSet()
         for num, ifname in sorted(self.args.ports.items()):
             try:
-                self.ports.add(num, ifname)
+                ports.add(num, ifname)
             except OSError as e:
                 raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
         if self.args.pcap is not None:
@@ -255,6 +262,7 @@ class SwitchDaemon:
         """
         dev = self.device
         ports = self.ports
+        assert ports is not None, "start() opens the ports before the loop runs"
         pcaps = self.pcaps
         wake = dev.wakeup
         port_by_fd = {port.fileno(): port for port in ports.ports}
@@ -313,9 +321,9 @@ class SwitchDaemon:
             else:
                 ready = select.select(select_fds, [], [], wait_s)[0]
             for fd in ready:
-                port = port_by_fd.get(fd)
-                if port is not None and not port.rx_ready():
-                    port.clear_error()  # a link went down: do not spin on it
+                errored = port_by_fd.get(fd)
+                if errored is not None and not errored.rx_ready():
+                    errored.clear_error()  # a link went down: do not spin on it
             wake.clear()
 
 
@@ -335,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     daemon = SwitchDaemon(args)
     done = threading.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -43,7 +43,7 @@ and the ``testdata/p4_16_samples_outputs/*.p4info.txtpb`` reference outputs):
   order of their tables (p4c emits them while emitting the table) and an action profile's
   ``table_ids`` are sorted by table *name* (p4c keeps them in a ``std::set<cstring>``).
 
-Assumptions about the :class:`~switch.schema.ProgramSchema` (the front-end's side of the
+Assumptions about the :class:`~switch.schema.ProgramSchema` (the compiler's side of the
 contract):
 
 * ``actions`` holds exactly the actions p4c lists: those left in the controls after its mid-end
@@ -65,7 +65,8 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 from google.protobuf import json_format, text_format
 from p4.config.v1 import p4info_pb2, p4types_pb2
@@ -78,8 +79,12 @@ from switch.schema import (
     ActionSpec,
     Annotation,
     ControllerHeaderSpec,
+    CounterSpec,
     CounterUnit,
+    DirectCounterSpec,
+    DirectMeterSpec,
     MatchKind,
+    MeterSpec,
     MeterUnit,
     ProgramSchema,
     StructField,
@@ -87,7 +92,13 @@ from switch.schema import (
 )
 
 __all__ = [
+    "ACTION_SCOPES",
+    "COUNTER_METER_KINDS",
+    "MATCH_TYPES",
     "P4INFO_TEXT_HEADER",
+    "UNITS",
+    "CounterMeterKind",
+    "CounterMeterSpec",
     "P4Info",
     "P4InfoError",
     "P4InfoIndex",
@@ -97,6 +108,7 @@ __all__ = [
     "compute_ids",
     "jenkins_one_at_a_time",
     "make_id",
+    "owner_table",
     "p4info_text",
     "read_p4info",
     "render_annotation",
@@ -105,7 +117,7 @@ __all__ = [
     "write_p4info",
 ]
 
-P4Info = p4info_pb2.P4Info
+P4Info: TypeAlias = p4info_pb2.P4Info
 
 #: What current p4c writes before the text-format message.
 P4INFO_TEXT_HEADER = (
@@ -135,6 +147,75 @@ class P4InfoError(P4Error):
 
 class P4InfoLookupError(RuntimeConfigError, KeyError):
     """An unknown or ambiguous name or id asked of a :class:`P4InfoIndex`."""
+
+
+# --------------------------------------------------------------------------------------------
+# Schema values as P4Info enums
+
+#: ``MatchField.MatchType`` of each match kind (selector keys are not match fields).
+MATCH_TYPES: dict[MatchKind, int] = {
+    MatchKind.EXACT: p4info_pb2.MatchField.EXACT,
+    MatchKind.LPM: p4info_pb2.MatchField.LPM,
+    MatchKind.TERNARY: p4info_pb2.MatchField.TERNARY,
+    MatchKind.RANGE: p4info_pb2.MatchField.RANGE,
+    MatchKind.OPTIONAL: p4info_pb2.MatchField.OPTIONAL,
+}
+#: ``ActionRef.Scope`` of each action scope.
+ACTION_SCOPES: dict[ActionScope, int] = {
+    ActionScope.TABLE_AND_DEFAULT: p4info_pb2.ActionRef.TABLE_AND_DEFAULT,
+    ActionScope.TABLE_ONLY: p4info_pb2.ActionRef.TABLE_ONLY,
+    ActionScope.DEFAULT_ONLY: p4info_pb2.ActionRef.DEFAULT_ONLY,
+}
+#: ``CounterSpec.Unit`` of each counter unit, ``MeterSpec.Unit`` of each meter unit.
+UNITS: dict[CounterUnit | MeterUnit, int] = {
+    CounterUnit.BYTES: p4info_pb2.CounterSpec.BYTES,
+    CounterUnit.PACKETS: p4info_pb2.CounterSpec.PACKETS,
+    CounterUnit.BOTH: p4info_pb2.CounterSpec.BOTH,
+    MeterUnit.BYTES: p4info_pb2.MeterSpec.BYTES,
+    MeterUnit.PACKETS: p4info_pb2.MeterSpec.PACKETS,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Counters and meters: one row per kind
+
+#: A counter or meter of the schema, indexed (``size`` cells) or direct (owned by ``table``).
+CounterMeterSpec = CounterSpec | DirectCounterSpec | MeterSpec | DirectMeterSpec
+
+
+@dataclass(frozen=True)
+class CounterMeterKind:
+    """One of the four counter and meter kinds of P4Info.
+
+    The P4Info writer (:func:`build_p4info`) and the P4Runtime pipeline view
+    (:mod:`switch.p4rt.pipeline_view`) handle every kind with one function, driven by this row.
+    """
+
+    field: str
+    """The list's name, the same in ``P4Info``, :class:`ProgramSchema` and the pipeline view."""
+    prefix: Prefix
+    """The id prefix of the kind."""
+    what: str
+    """The kind in messages: ``"direct counter"``."""
+    specs: Callable[[ProgramSchema], Sequence[CounterMeterSpec]]
+    """The schema's declarations of the kind, in the schema's order."""
+
+
+def owner_table(spec: CounterMeterSpec) -> str:
+    """The table a direct counter or meter belongs to; ``""`` for an indexed one."""
+    return spec.table if isinstance(spec, (DirectCounterSpec, DirectMeterSpec)) else ""
+
+
+COUNTER_METER_KINDS: tuple[CounterMeterKind, ...] = (
+    CounterMeterKind("counters", Prefix.COUNTER, "counter", lambda s: s.counters),
+    CounterMeterKind(
+        "direct_counters", Prefix.DIRECT_COUNTER, "direct counter", lambda s: s.direct_counters
+    ),
+    CounterMeterKind("meters", Prefix.METER, "meter", lambda s: s.meters),
+    CounterMeterKind(
+        "direct_meters", Prefix.DIRECT_METER, "direct meter", lambda s: s.direct_meters
+    ),
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,14 +425,9 @@ def schema_symbols(
         add(Prefix.TABLE, table.name, table.annotations)
     for profile in schema.action_profiles:
         add(Prefix.ACTION_PROFILE, profile.name, profile.annotations)
-    for counter in schema.counters:
-        add(Prefix.COUNTER, counter.name, counter.annotations)
-    for dcounter in schema.direct_counters:
-        add(Prefix.DIRECT_COUNTER, dcounter.name, dcounter.annotations)
-    for meter in schema.meters:
-        add(Prefix.METER, meter.name, meter.annotations)
-    for dmeter in schema.direct_meters:
-        add(Prefix.DIRECT_METER, dmeter.name, dmeter.annotations)
+    for kind in COUNTER_METER_KINDS:
+        for spec in kind.specs(schema):
+            add(kind.prefix, spec.name, spec.annotations)
     for register in schema.registers:
         add(Prefix.REGISTER, register.name, register.annotations)
     for digest in schema.digests:
@@ -378,24 +454,6 @@ def _value_bytes(value: int, width: int) -> bytes:
     """``value`` as p4c writes action data in P4Info: big-endian, ``ceil(width / 8)`` bytes."""
     nbytes = max(1, math.ceil(width / 8))
     return (value & ((1 << (nbytes * 8)) - 1)).to_bytes(nbytes, "big")
-
-
-_MATCH_TYPES = {
-    MatchKind.EXACT: p4info_pb2.MatchField.EXACT,
-    MatchKind.LPM: p4info_pb2.MatchField.LPM,
-    MatchKind.TERNARY: p4info_pb2.MatchField.TERNARY,
-    MatchKind.RANGE: p4info_pb2.MatchField.RANGE,
-    MatchKind.OPTIONAL: p4info_pb2.MatchField.OPTIONAL,
-}
-_COUNTER_UNITS = {
-    CounterUnit.BYTES: p4info_pb2.CounterSpec.BYTES,
-    CounterUnit.PACKETS: p4info_pb2.CounterSpec.PACKETS,
-    CounterUnit.BOTH: p4info_pb2.CounterSpec.BOTH,
-}
-_METER_UNITS = {
-    MeterUnit.BYTES: p4info_pb2.MeterSpec.BYTES,
-    MeterUnit.PACKETS: p4info_pb2.MeterSpec.PACKETS,
-}
 
 
 class _Builder:
@@ -429,55 +487,9 @@ class _Builder:
             self.add_action(info, action)
         for profile in s.action_profiles:
             self.add_action_profile(info, profile)
-        for counter in s.counters:
-            c = info.counters.add()
-            _set_preamble(
-                c.preamble,
-                self.id(Prefix.COUNTER, counter.name, counter.name),
-                counter.name,
-                self.aliases[counter.name],
-                counter.annotations,
-            )
-            c.spec.unit = _COUNTER_UNITS[counter.unit]
-            c.size = counter.size
-        table_order = {t.name: i for i, t in enumerate(s.tables)}
-        for dcounter in sorted(
-            s.direct_counters, key=lambda d: table_order.get(d.table, len(table_order))
-        ):
-            dc = info.direct_counters.add()
-            _set_preamble(
-                dc.preamble,
-                self.id(Prefix.DIRECT_COUNTER, dcounter.name, dcounter.name),
-                dcounter.name,
-                self.aliases[dcounter.name],
-                dcounter.annotations,
-            )
-            dc.spec.unit = _COUNTER_UNITS[dcounter.unit]
-            dc.direct_table_id = self.id(Prefix.TABLE, dcounter.table, dcounter.name)
-        for meter in s.meters:
-            m = info.meters.add()
-            _set_preamble(
-                m.preamble,
-                self.id(Prefix.METER, meter.name, meter.name),
-                meter.name,
-                self.aliases[meter.name],
-                meter.annotations,
-            )
-            m.spec.unit = _METER_UNITS[meter.unit]
-            m.size = meter.size
-        for dmeter in sorted(
-            s.direct_meters, key=lambda d: table_order.get(d.table, len(table_order))
-        ):
-            dm = info.direct_meters.add()
-            _set_preamble(
-                dm.preamble,
-                self.id(Prefix.DIRECT_METER, dmeter.name, dmeter.name),
-                dmeter.name,
-                self.aliases[dmeter.name],
-                dmeter.annotations,
-            )
-            dm.spec.unit = _METER_UNITS[dmeter.unit]
-            dm.direct_table_id = self.id(Prefix.TABLE, dmeter.table, dmeter.name)
+        for kind in COUNTER_METER_KINDS:
+            for spec in self.in_p4info_order(kind):
+                self.add_counter_or_meter(info, kind, spec)
         for header in s.controller_headers:
             self.add_controller_header(info, header)
         for value_set in s.value_sets:
@@ -532,14 +544,35 @@ class _Builder:
             s.tables
             or any(a.params for a in s.actions)
             or s.action_profiles
-            or s.counters
-            or s.direct_counters
-            or s.meters
-            or s.direct_meters
+            or any(kind.specs(s) for kind in COUNTER_METER_KINDS)
             or s.registers
             or s.digests
             or any(h.fields for h in s.controller_headers)
         )
+
+    def in_p4info_order(self, kind: CounterMeterKind) -> list[CounterMeterSpec]:
+        """The schema's objects of ``kind`` in p4c's order: direct ones in their tables' order."""
+        order = {t.name: i for i, t in enumerate(self.schema.tables)}
+        return sorted(
+            kind.specs(self.schema), key=lambda spec: order.get(owner_table(spec), len(order))
+        )
+
+    def add_counter_or_meter(
+        self, info: p4info_pb2.P4Info, kind: CounterMeterKind, spec: CounterMeterSpec
+    ) -> None:
+        message = getattr(info, kind.field).add()
+        _set_preamble(
+            message.preamble,
+            self.id(kind.prefix, spec.name, spec.name),
+            spec.name,
+            self.aliases[spec.name],
+            spec.annotations,
+        )
+        message.spec.unit = UNITS[spec.unit]
+        if isinstance(spec, (DirectCounterSpec, DirectMeterSpec)):
+            message.direct_table_id = self.id(Prefix.TABLE, spec.table, spec.name)
+        else:
+            message.size = spec.size
 
     def add_struct(self, info: p4info_pb2.P4Info, name: str, fields: Sequence[StructField]) -> None:
         struct = info.type_info.structs[name]
@@ -567,7 +600,7 @@ class _Builder:
             mf.name = key.name
             _set_annotations(mf, key.annotations)
             mf.bitwidth = key.width
-            mf.match_type = _MATCH_TYPES[key.kind]
+            mf.match_type = MATCH_TYPES[key.kind]
         for ref in table.actions:
             self.add_action_ref(t, table, ref)
         default = table.default_action
@@ -625,11 +658,7 @@ class _Builder:
         for a in annotations:
             if a.name not in _NOT_REPEATED:
                 r.annotations.append(render_annotation(a))
-        r.scope = {
-            ActionScope.TABLE_AND_DEFAULT: p4info_pb2.ActionRef.TABLE_AND_DEFAULT,
-            ActionScope.TABLE_ONLY: p4info_pb2.ActionRef.TABLE_ONLY,
-            ActionScope.DEFAULT_ONLY: p4info_pb2.ActionRef.DEFAULT_ONLY,
-        }[scope]
+        r.scope = ACTION_SCOPES[scope]
 
     def add_action(self, info: p4info_pb2.P4Info, action: ActionSpec) -> None:
         a = info.actions.add()

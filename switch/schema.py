@@ -1,8 +1,8 @@
 """The control-plane view of a compiled P4 program: every object a controller can name.
 
-The front-end produces one :class:`ProgramSchema` per program. The runtime state
-(``switch.pipeline``), the P4Info writer (``switch.p4info``) and the STF runner read it; none of
-them looks at the syntax tree. Names are fully qualified the way p4c writes them in P4Info
+The compiler (:mod:`switch.compile`) produces one :class:`ProgramSchema` per program. The
+pipeline state (:mod:`switch.pipeline`), the P4Info writer (:mod:`switch.p4info`), the P4Runtime
+server (:mod:`switch.p4rt`) and the STF runner read it; none of them looks at the syntax tree. Names are fully qualified the way p4c writes them in P4Info
 (``MyIngress.ipv4_lpm``, ``MyIngress.c1.t`` for a nested control instance ``c1``, ``NoAction``
 for a top-level action), after ``@name`` annotations have been applied.
 """

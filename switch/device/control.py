@@ -16,9 +16,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switch.errors import P4Error
+
+if TYPE_CHECKING:
+    from switch.device.device import Device
 
 MAX_LINE = 64 * 1024
 DEFAULT_PORT = 9090
@@ -46,7 +49,7 @@ class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], device: Any) -> None:
+    def __init__(self, addr: tuple[str, int], device: Device) -> None:
         self.device = device
         super().__init__(addr, _Handler)
 
@@ -80,7 +83,7 @@ class _Server(socketserver.ThreadingTCPServer):
 class RuntimeCliServer:
     """Serve runtime CLI commands for ``device`` on ``host:port`` (port 0: pick one)."""
 
-    def __init__(self, device: Any, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(self, device: Device, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
         self._server = _Server((host, port), device)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="runtime-cli", daemon=True

@@ -14,6 +14,7 @@ a ``packet_out`` header built from their metadata.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 from switch.compile import CompiledProgram
 from switch.device.tm import TrafficManager
+from switch.errors import P4Error
 from switch.pipeline.state import SwitchState
 from switch.pipeline.v1model import EgressJob, InstanceType, V1Switch
 from switch.schema import ControllerHeaderSpec
@@ -316,13 +318,10 @@ def _carry_state(old: SwitchState, new: SwitchState) -> None:
     value sets, the replication engine and digest configuration. What no longer validates
     (a removed table, a changed key) is dropped, as the P4Runtime spec allows.
     """
-    from switch.errors import P4Error
 
     def keep(fn: Callable[..., object], *args: object) -> None:
-        try:
+        with contextlib.suppress(P4Error):  # no longer valid in the new pipeline: dropped
             fn(*args)
-        except P4Error:
-            pass
 
     for name, prof in old.action_profiles.items():
         np = new.action_profiles.get(name)

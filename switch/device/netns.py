@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import re
 import secrets
@@ -25,6 +26,8 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
+
+from switch.device.offloads import disable_offloads
 
 T = TypeVar("T")
 
@@ -82,14 +85,6 @@ def run_in_netns(
     if check and proc.returncode != 0:
         raise NetnsError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr or ''}".strip())
     return proc
-
-
-def popen_in_netns(
-    ns: str | None, argv: Sequence[str], **kwargs: object
-) -> subprocess.Popen[bytes]:
-    """Start ``argv`` inside namespace ``ns`` (``None``: the root namespace)."""
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
-    return subprocess.Popen(cmd, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
 def join_netns(path: str | Path) -> None:
@@ -253,9 +248,16 @@ class Netns:
             self._created = False
             _ip(["netns", "del", self.name], check=False)
 
-    def run(self, argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = 30.0,
+        capture: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
         """:func:`run_in_netns` in this namespace."""
-        return run_in_netns(self.name, argv, **kwargs)  # type: ignore[arg-type]
+        return run_in_netns(self.name, argv, check=check, timeout=timeout, capture=capture)
 
     def call(self, fn: Callable[[], T]) -> T:
         """:func:`call_in_netns` in this namespace."""
@@ -314,8 +316,6 @@ class VethPair:
         return [(self.a, self.ns_a, self.mac_a), (self.b, self.ns_b, self.mac_b)]
 
     def create(self) -> None:
-        from switch.device.offloads import disable_offloads
-
         _ip(["link", "add", self.a, "type", "veth", "peer", "name", self.b])
         self._created = True
         try:
@@ -335,7 +335,7 @@ class VethPair:
                 if len(args) > 3:
                     _ip(args, netns=ns)
                 if not self.offloads:
-                    call_in_netns(ns, lambda name=name: disable_offloads(name))  # type: ignore[misc]
+                    call_in_netns(ns, functools.partial(disable_offloads, name))
                 _ip(["link", "set", name, "up"], netns=ns)
         except BaseException:
             self.delete()

@@ -27,9 +27,8 @@ import struct
 SIOCETHTOOL = 0x8946
 _IFREQ_SIZE = 40
 
-# (get, set) command pairs of <linux/ethtool.h> for one boolean feature each.
+# (get, set) command pairs of <linux/ethtool.h> for one boolean feature each (legacy interface).
 _FEATURES: dict[str, tuple[int, int]] = {
-    "rx-checksumming": (0x14, 0x15),
     "tx-checksumming": (0x16, 0x17),
     "scatter-gather": (0x18, 0x19),
     "tcp-segmentation-offload": (0x1E, 0x1F),
@@ -139,27 +138,17 @@ def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int = 0) -> int:
     return int(struct.unpack_from("I", raw, 4)[0])
 
 
-def get_offloads(ifname: str) -> dict[str, bool]:
-    """Current state of the features this module knows (missing: the driver will not say)."""
-    out: dict[str, bool] = {}
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for feature, (get_cmd, _set_cmd) in _FEATURES.items():
-            try:
-                out[feature] = bool(_ethtool(sock, ifname, get_cmd))
-            except OSError:
-                continue
-        try:
-            out["large-receive-offload"] = bool(_ethtool(sock, ifname, _GFLAGS) & _ETH_FLAG_LRO)
-        except OSError:
-            pass
-    return out
-
-
 def disable_offloads(ifname: str) -> list[str]:
     """Turn off checksum/segmentation/GRO offloads and LRO on ``ifname``; return what changed.
 
-    Runs in the caller's network namespace (see :func:`switch.device.netns.call_in_netns` for another).
-    Raises ``OSError`` only when the interface does not exist.
+    Acts in the network namespace of the calling *thread*: the ioctl socket is opened here, on
+    every call, and a socket belongs to the namespace of the thread that creates it. So a thread
+    that has joined another namespace (:func:`switch.device.netns.call_in_netns`, or
+    :func:`switch.device.netns.join_netns` in a thread of its own) changes the ``ifname`` of
+    that namespace. Features the driver cannot change are left as they are.
+
+    Raises:
+        OSError: there is no interface ``ifname`` in that namespace.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         socket.if_nametoindex(ifname)  # raises OSError for an unknown interface

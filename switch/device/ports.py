@@ -39,6 +39,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
+from typing import TypedDict, Unpack
 
 from switch.device.offloads import disable_offloads
 from switch.device.packet_ring import (
@@ -59,7 +60,7 @@ from switch.device.packet_ring import (
     insert_vlan,
 )
 
-__all__ = ["Port", "PortCounters", "PortSet", "disable_offloads"]
+__all__ = ["Port", "PortCounters", "PortOptions", "PortSet", "disable_offloads"]
 
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
@@ -425,10 +426,24 @@ class Port:
         return f"Port({self.number}, {self.ifname!r}, rx={self.rx_mode}, tx={self.tx_mode})"
 
 
+class PortOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`Port`, as :class:`PortSet` passes them on."""
+
+    ring: bool
+    tx_ring: bool
+    rx_frames: int
+    tx_frames: int
+    buffer_bytes: int
+    promisc: bool
+    qdisc_bypass: bool
+    netns: str | None
+    ring_min_batch: int
+
+
 class PortSet:
     """The switch's ports, by port number; ``port_options`` are passed to every :class:`Port`."""
 
-    def __init__(self, **port_options: object) -> None:
+    def __init__(self, **port_options: Unpack[PortOptions]) -> None:
         self._options = port_options
         self._ports: dict[int, Port] = {}
         self._order: list[Port] = []
@@ -438,11 +453,12 @@ class PortSet:
         self.unknown_port = 0  # frames sent to a port number that is not in the set
         self.closed = False
 
-    def add(self, number: int, ifname: str, **options: object) -> Port:
+    def add(self, number: int, ifname: str, **options: Unpack[PortOptions]) -> Port:
         """Open port ``number`` on ``ifname`` (``options`` override the set's)."""
         if number in self._ports:
             raise ValueError(f"port {number} already exists")
-        port = Port(number, ifname, **{**self._options, **options})  # type: ignore[arg-type]
+        merged: PortOptions = {**self._options, **options}
+        port = Port(number, ifname, **merged)
         self._ports[number] = port
         self._order.append(port)
         self._poll.register(port.fileno(), select.POLLIN)
@@ -461,14 +477,6 @@ class PortSet:
     @property
     def ports(self) -> list[Port]:
         return list(self._order)
-
-    def filenos(self) -> list[int]:
-        """The sockets' descriptors, for ``select``/``poll`` in the caller's loop."""
-        return [p.fileno() for p in self._order]
-
-    def fileno_map(self) -> dict[int, int]:
-        """Descriptor -> port number."""
-        return {p.fileno(): p.number for p in self._order}
 
     def recv_batch(self, max_frames: int = 64) -> list[tuple[int, bytes]]:
         """Up to ``max_frames`` ``(port number, frame)`` from all ports; never blocks.

@@ -8,7 +8,8 @@ queue; a higher priority is served first (strict priority). Queue depths seen at
 dequeue and the time spent in the queue become ``enq_qdepth``, ``deq_qdepth`` and
 ``deq_timedelta`` (microseconds).
 
-Pure data structure: the caller passes the time in microseconds.
+It keeps no clock of its own: the caller (:class:`~switch.device.device.Device`) passes the
+time in microseconds.
 """
 
 from __future__ import annotations

@@ -55,7 +55,9 @@ def election_id(
     """The 128-bit election id of a message, or None when it is unset."""
     if not msg.HasField("election_id"):
         return None
-    return (msg.election_id.high << 64) | msg.election_id.low
+    high: int = msg.election_id.high
+    low: int = msg.election_id.low
+    return (high << 64) | low
 
 
 @dataclass(eq=False)
@@ -211,7 +213,3 @@ class Arbiter:
         with self._lock:
             rs = self._roles.get(role)
             return None if rs is None or rs.primary is None else rs.primary.sink
-
-    def sinks(self) -> list[StreamSink]:
-        with self._lock:
-            return [c.sink for c in self._by_sink.values()]

@@ -1,8 +1,8 @@
-"""Conversions between P4Runtime messages and runtime values, with the specification's checks.
+"""Conversions between P4Runtime messages and pipeline values, with the specification's checks.
 
-Match keys (``FieldMatch`` lists <-> the runtime's match tuples: EXACT int; LPM (value, prefix);
-TERNARY (value, mask); RANGE (lo, hi); OPTIONAL int or None), actions, counter data, meter
-configurations and ``P4Data``. Decoding enforces the "Match Format" rules: "don't care" matches
+Match keys (``FieldMatch`` lists <-> the match tuples of :mod:`switch.pipeline.tables`: EXACT
+int; LPM (value, prefix); TERNARY (value, mask); RANGE (lo, hi); OPTIONAL int or None), actions,
+counter data, meter configurations and ``P4Data``. Decoding enforces the "Match Format" rules: "don't care" matches
 must be omitted, LPM bits beyond the prefix and ternary bits outside the mask must be zero, and an
 exact field is never omitted; bytestrings follow :mod:`switch.p4rt.bytestrings`. Encoding is
 canonical and omits "don't care" fields, so reads give back what was written.
@@ -11,6 +11,7 @@ canonical and omits "don't care" fields, so reads give back what was written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias
 
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2, p4runtime_pb2
@@ -22,7 +23,7 @@ from switch.pipeline.trtcm import MeterConfig
 from switch.pipeline.validate import prefix_mask
 from switch.schema import ActionCall, ActionScope, KeySpec, MatchKind, StructField
 
-FieldMatch = p4runtime_pb2.FieldMatch
+FieldMatch: TypeAlias = p4runtime_pb2.FieldMatch
 
 # ----- match keys
 
@@ -96,7 +97,7 @@ _MATCH_DECODERS: dict[
 
 
 def decode_match(tv: TableView, fields: Iterable[FieldMatch]) -> tuple[object, ...]:
-    """The runtime match tuple of a ``TableEntry.match`` list."""
+    """The pipeline's match tuple of a ``TableEntry.match`` list."""
     values: list[object] = [None] * len(tv.field_ids)
     given = [False] * len(tv.field_ids)
     for fm in fields:
@@ -159,7 +160,7 @@ def _pair(value: object) -> tuple[int, int]:
 
 
 def encode_match(tv: TableView, match: Sequence[object]) -> list[FieldMatch]:
-    """The canonical ``FieldMatch`` list of a runtime match tuple (don't-care fields omitted)."""
+    """The canonical ``FieldMatch`` list of a pipeline match tuple (don't-care fields omitted)."""
     out: list[FieldMatch] = []
     for fid in tv.field_ids:
         fv = tv.fields[fid]
@@ -180,7 +181,7 @@ def decode_action(
     *,
     for_default: bool = False,
 ) -> ActionCall:
-    """The runtime call of ``action``, one of ``allowed`` (action id -> scope) in ``owner``."""
+    """The :class:`~switch.schema.ActionCall` of ``action``, one of ``allowed`` (action id -> scope) in ``owner``."""
     scope = allowed.get(action.action_id)
     if scope is None:
         raise P4RTError(

@@ -8,7 +8,7 @@ an :class:`Unsupported` row, so every field of the ``Entity`` oneof has exactly 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from p4.v1 import p4runtime_pb2
 
@@ -19,7 +19,7 @@ from switch.p4rt.entity_tables import DirectCounterEntries, DirectMeterEntries, 
 from switch.p4rt.status import INVALID_ARGUMENT, UNIMPLEMENTED, P4RTError
 from switch.p4rt.target import Target
 
-Entity = p4runtime_pb2.Entity
+Entity: TypeAlias = p4runtime_pb2.Entity
 
 
 class EntityHandler(Protocol):

@@ -4,7 +4,7 @@ Ids are non-zero; a member binds one of the actions its tables allow in entries;
 in selectors, list each member once with a weight >= 1, and keep the ``max_size`` they were
 inserted with (at most the P4Info ``max_group_size`` when that is set). Watch ports are not
 implemented (UNIMPLEMENTED). Duplicate ids, missing ids, members still in use and full profiles
-get the codes the runtime raises (ALREADY_EXISTS, NOT_FOUND, FAILED_PRECONDITION,
+get the codes the pipeline state raises (ALREADY_EXISTS, NOT_FOUND, FAILED_PRECONDITION,
 RESOURCE_EXHAUSTED).
 """
 

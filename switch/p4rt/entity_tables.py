@@ -6,8 +6,8 @@ empty match, priority 0; no action resets it; a const default is PERMISSION_DENI
 and const entries only accept MODIFYs of their direct resources; a MODIFY without an action keeps
 the action; ``meter_config`` unset on MODIFY resets the meter, ``counter_data`` unset keeps the
 counts; reads filter on table id, match, priority, action id and cookies, and attach counter data
-and meter configuration only when the request sets those fields. The runtime keeps one integer
-cookie per entry; both P4Runtime cookies (``controller_metadata`` and ``metadata``) are packed
+and meter configuration only when the request sets those fields. A pipeline table entry keeps
+one integer cookie; both P4Runtime cookies (``controller_metadata`` and ``metadata``) are packed
 into it.
 """
 

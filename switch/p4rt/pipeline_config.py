@@ -17,6 +17,7 @@ may be the controller's own) and builds a switch from it. Actions:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
@@ -29,8 +30,8 @@ from switch.p4rt.pipeline_view import PipelineMismatch, PipelineView, build_view
 from switch.p4rt.status import INVALID_ARGUMENT, NOT_FOUND, P4RTError, as_p4rt_error
 from switch.pipeline.v1model import V1Switch
 
-Request = p4runtime_pb2.SetForwardingPipelineConfigRequest
-GetRequest = p4runtime_pb2.GetForwardingPipelineConfigRequest
+Request: TypeAlias = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetRequest: TypeAlias = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
 
 def verify(config: p4runtime_pb2.ForwardingPipelineConfig) -> tuple[Pipeline, PipelineView]:
@@ -49,7 +50,7 @@ def verify(config: p4runtime_pb2.ForwardingPipelineConfig) -> tuple[Pipeline, Pi
         raise P4RTError(INVALID_ARGUMENT, str(err)) from None
     try:
         V1Switch(program)
-    except Exception as err:  # the runtime refuses the program (e.g. an unsupported table)
+    except Exception as err:  # the pipeline refuses the program (e.g. an unsupported table)
         e = as_p4rt_error(err)
         raise P4RTError(INVALID_ARGUMENT, f"the program cannot run: {e.message}") from None
     p4info = p4info_pb2.P4Info()

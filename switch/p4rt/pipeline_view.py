@@ -1,7 +1,8 @@
 """The P4Runtime view of a program: the ids of the controller's P4Info mapped onto the schema.
 
 Requests name objects by the ids of the P4Info the controller pushed with
-``SetForwardingPipelineConfig``; the runtime state names them by fully qualified name.
+``SetForwardingPipelineConfig``; the pipeline state (:mod:`switch.pipeline`) names them by fully
+qualified name.
 :func:`build_view` checks that a P4Info agrees with the compiled program -- every object it lists
 exists with the same match fields (names, kinds, widths), action parameters, sizes and units; the
 ids may be the controller's own -- and returns the maps every entity handler uses. Objects of the
@@ -12,19 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2
 
+from switch.p4info import (
+    ACTION_SCOPES,
+    COUNTER_METER_KINDS,
+    MATCH_TYPES,
+    UNITS,
+    CounterMeterKind,
+    P4InfoIndex,
+)
 from switch.p4rt.status import INVALID_ARGUMENT, P4RTError
 from switch.schema import (
     ActionProfileSpec,
     ActionScope,
     ActionSpec,
-    CounterUnit,
+    DirectCounterSpec,
+    DirectMeterSpec,
     KeySpec,
-    MatchKind,
-    MeterUnit,
     ParamSpec,
     ProgramSchema,
     StructField,
@@ -32,27 +40,10 @@ from switch.schema import (
     ValueSetSpec,
 )
 
-MATCH_TYPES = {
-    MatchKind.EXACT: p4info_pb2.MatchField.EXACT,
-    MatchKind.LPM: p4info_pb2.MatchField.LPM,
-    MatchKind.TERNARY: p4info_pb2.MatchField.TERNARY,
-    MatchKind.RANGE: p4info_pb2.MatchField.RANGE,
-    MatchKind.OPTIONAL: p4info_pb2.MatchField.OPTIONAL,
-}
-COUNTER_UNITS = {
-    CounterUnit.BYTES: p4info_pb2.CounterSpec.BYTES,
-    CounterUnit.PACKETS: p4info_pb2.CounterSpec.PACKETS,
-    CounterUnit.BOTH: p4info_pb2.CounterSpec.BOTH,
-}
-METER_UNITS = {
-    MeterUnit.BYTES: p4info_pb2.MeterSpec.BYTES,
-    MeterUnit.PACKETS: p4info_pb2.MeterSpec.PACKETS,
-}
-SCOPES = {
-    p4info_pb2.ActionRef.TABLE_AND_DEFAULT: ActionScope.TABLE_AND_DEFAULT,
-    p4info_pb2.ActionRef.TABLE_ONLY: ActionScope.TABLE_ONLY,
-    p4info_pb2.ActionRef.DEFAULT_ONLY: ActionScope.DEFAULT_ONLY,
-}
+V = TypeVar("V")
+
+#: The action scope of each P4Info ``ActionRef.Scope``.
+SCOPES = {wire: scope for scope, wire in ACTION_SCOPES.items()}
 MAX_PROBLEMS_SHOWN = 8
 
 
@@ -70,7 +61,7 @@ class PipelineMismatch(Exception):
 
 @dataclass(frozen=True)
 class FieldView:
-    """A match field: its P4Info id and its position in the runtime match tuple."""
+    """A match field: its P4Info id and its position in the pipeline's match tuple."""
 
     id: int
     index: int
@@ -90,7 +81,7 @@ class ActionView:
     name: str
     spec: ActionSpec
     params: dict[int, ParamView]  # by P4Info param id
-    param_ids: tuple[int, ...]  # P4Info id of each runtime argument, in order
+    param_ids: tuple[int, ...]  # P4Info id of each argument of an ActionCall, in order
 
 
 @dataclass
@@ -112,7 +103,7 @@ class TableView:
     name: str
     spec: TableSpec
     fields: dict[int, FieldView]  # by P4Info match field id
-    field_ids: tuple[int, ...]  # P4Info id of each runtime match key, in order
+    field_ids: tuple[int, ...]  # P4Info id of each match key of the pipeline, in order
     actions: dict[int, ActionScope] = field(default_factory=dict)  # action id -> scope
     profile_id: int | None = None
     direct_counter: ExternView | None = None
@@ -173,39 +164,39 @@ class PipelineView:
     digest_ids: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
-    def _get(objects: dict[int, Any], pid: int, what: str) -> Any:
+    def _get(objects: dict[int, V], pid: int, what: str) -> V:
         try:
             return objects[pid]
         except KeyError:
             raise P4RTError(INVALID_ARGUMENT, f"{pid} is not a valid {what} id") from None
 
     def table(self, pid: int) -> TableView:
-        return self._get(self.tables, pid, "table")  # type: ignore[no-any-return]
+        return self._get(self.tables, pid, "table")
 
     def action(self, pid: int) -> ActionView:
-        return self._get(self.actions, pid, "action")  # type: ignore[no-any-return]
+        return self._get(self.actions, pid, "action")
 
     def profile(self, pid: int) -> ProfileView:
-        return self._get(self.profiles, pid, "action profile")  # type: ignore[no-any-return]
+        return self._get(self.profiles, pid, "action profile")
 
     def counter(self, pid: int) -> ExternView:
         if pid in self.direct_counters:
             raise P4RTError(INVALID_ARGUMENT, f"{pid} is a direct counter; use DirectCounterEntry")
-        return self._get(self.counters, pid, "counter")  # type: ignore[no-any-return]
+        return self._get(self.counters, pid, "counter")
 
     def meter(self, pid: int) -> ExternView:
         if pid in self.direct_meters:
             raise P4RTError(INVALID_ARGUMENT, f"{pid} is a direct meter; use DirectMeterEntry")
-        return self._get(self.meters, pid, "meter")  # type: ignore[no-any-return]
+        return self._get(self.meters, pid, "meter")
 
     def register(self, pid: int) -> ExternView:
-        return self._get(self.registers, pid, "register")  # type: ignore[no-any-return]
+        return self._get(self.registers, pid, "register")
 
     def digest(self, pid: int) -> DigestView:
-        return self._get(self.digests, pid, "digest")  # type: ignore[no-any-return]
+        return self._get(self.digests, pid, "digest")
 
     def value_set(self, pid: int) -> ValueSetView:
-        return self._get(self.value_sets, pid, "value set")  # type: ignore[no-any-return]
+        return self._get(self.value_sets, pid, "value set")
 
     def action_id(self, name: str) -> int:
         try:
@@ -229,8 +220,8 @@ class _Builder:
         self.add_actions()
         self.add_tables()
         self.add_profiles()
-        self.add_counters()
-        self.add_meters()
+        for kind in COUNTER_METER_KINDS:
+            self.add_counter_or_meter(kind)
         self.add_registers()
         self.add_digests()
         self.add_value_sets()
@@ -241,19 +232,7 @@ class _Builder:
 
     def check_ids(self) -> None:
         seen: dict[int, str] = {}
-        for kind in (
-            "tables",
-            "actions",
-            "action_profiles",
-            "counters",
-            "direct_counters",
-            "meters",
-            "direct_meters",
-            "controller_packet_metadata",
-            "value_sets",
-            "registers",
-            "digests",
-        ):
+        for kind in P4InfoIndex.KINDS:
             for obj in getattr(self.info, kind):
                 pid, name = obj.preamble.id, obj.preamble.name
                 if pid == 0:
@@ -396,61 +375,31 @@ class _Builder:
                 p.preamble.id, name, spec, actions, max(0, p.max_group_size)
             )
 
-    def add_counters(self) -> None:
-        specs = {c.name: c for c in self.schema.counters}
-        for c in self.info.counters:
-            spec = specs.get(c.preamble.name)
+    def add_counter_or_meter(self, kind: CounterMeterKind) -> None:
+        specs = {spec.name: spec for spec in kind.specs(self.schema)}
+        views: dict[int, ExternView] = getattr(self.view, kind.field)
+        for msg in getattr(self.info, kind.field):
+            pid, name = msg.preamble.id, msg.preamble.name
+            spec = specs.get(name)
             if spec is None:
-                self.problem(f"the program has no counter '{c.preamble.name}'")
-            elif spec.size != c.size or COUNTER_UNITS[spec.unit] != c.spec.unit:
-                self.problem(f"counter '{spec.name}' is {spec.unit.value} with size {spec.size}")
+                self.problem(f"the program has no {kind.what} '{name}'")
+            elif isinstance(spec, (DirectCounterSpec, DirectMeterSpec)):
+                tv = self.view.tables.get(msg.direct_table_id)
+                if tv is None or tv.name != spec.table or UNITS[spec.unit] != msg.spec.unit:
+                    self.problem(
+                        f"{kind.what} '{name}' belongs to '{spec.table}' and is {spec.unit.value}"
+                    )
+                    continue
+                ev = ExternView(pid, name, 0, msg.spec.unit, table=spec.table)
+                if isinstance(spec, DirectCounterSpec):
+                    tv.direct_counter = ev
+                else:
+                    tv.direct_meter = ev
+                views[pid] = ev
+            elif spec.size != msg.size or UNITS[spec.unit] != msg.spec.unit:
+                self.problem(f"{kind.what} '{name}' is {spec.unit.value} with size {spec.size}")
             else:
-                self.view.counters[c.preamble.id] = ExternView(
-                    c.preamble.id, spec.name, spec.size, c.spec.unit
-                )
-        dspecs = {c.name: c for c in self.schema.direct_counters}
-        for d in self.info.direct_counters:
-            dspec = dspecs.get(d.preamble.name)
-            tv = self.view.tables.get(d.direct_table_id)
-            if dspec is None:
-                self.problem(f"the program has no direct counter '{d.preamble.name}'")
-            elif tv is None or tv.name != dspec.table or COUNTER_UNITS[dspec.unit] != d.spec.unit:
-                self.problem(
-                    f"direct counter '{dspec.name}' belongs to '{dspec.table}' and is "
-                    f"{dspec.unit.value}"
-                )
-            else:
-                ev = ExternView(d.preamble.id, dspec.name, 0, d.spec.unit, table=dspec.table)
-                self.view.direct_counters[d.preamble.id] = ev
-                tv.direct_counter = ev
-
-    def add_meters(self) -> None:
-        specs = {m.name: m for m in self.schema.meters}
-        for m in self.info.meters:
-            spec = specs.get(m.preamble.name)
-            if spec is None:
-                self.problem(f"the program has no meter '{m.preamble.name}'")
-            elif spec.size != m.size or METER_UNITS[spec.unit] != m.spec.unit:
-                self.problem(f"meter '{spec.name}' is {spec.unit.value} with size {spec.size}")
-            else:
-                self.view.meters[m.preamble.id] = ExternView(
-                    m.preamble.id, spec.name, spec.size, m.spec.unit
-                )
-        dspecs = {m.name: m for m in self.schema.direct_meters}
-        for d in self.info.direct_meters:
-            dspec = dspecs.get(d.preamble.name)
-            tv = self.view.tables.get(d.direct_table_id)
-            if dspec is None:
-                self.problem(f"the program has no direct meter '{d.preamble.name}'")
-            elif tv is None or tv.name != dspec.table or METER_UNITS[dspec.unit] != d.spec.unit:
-                self.problem(
-                    f"direct meter '{dspec.name}' belongs to '{dspec.table}' and is "
-                    f"{dspec.unit.value}"
-                )
-            else:
-                ev = ExternView(d.preamble.id, dspec.name, 0, d.spec.unit, table=dspec.table)
-                self.view.direct_meters[d.preamble.id] = ev
-                tv.direct_meter = ev
+                views[pid] = ExternView(pid, name, spec.size, msg.spec.unit)
 
     def add_registers(self) -> None:
         specs = {r.name: r for r in self.schema.registers}

@@ -286,7 +286,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
                     return
                 if isinstance(item, Abort):
                     context.abort(grpc_code(item.code), item.message)
-                yield item  # type: ignore[misc]
+                yield item
         finally:
             session.closed = True
             self.arbiter.remove(session)

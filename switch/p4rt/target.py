@@ -1,9 +1,9 @@
 """What an entity handler works on: the running state, the P4Info view and server-side extras.
 
-The runtime state keeps everything that affects forwarding; a few P4Runtime fields have no place
+The pipeline state (:mod:`switch.pipeline`) keeps everything that affects forwarding; a few P4Runtime fields have no place
 there (the metadata cookie of a default entry, the order and metadata of a multicast group's
 replicas as the client wrote them). :class:`Extras` keeps those, and readers only trust an extra
-while the runtime state still agrees with it, so a commit that replaces the state never makes a
+while the pipeline state still agrees with it, so a commit that replaces the state never makes a
 read return stale values.
 """
 
@@ -20,7 +20,7 @@ from switch.schema import ActionCall
 
 @dataclass
 class Extras:
-    """P4Runtime fields the runtime state does not keep, for the state object ``owner``."""
+    """P4Runtime fields the pipeline state does not keep, for the state object ``owner``."""
 
     # table name -> (the default action it was written with, packed cookie of the default entry)
     default_cookies: dict[str, tuple[ActionCall, int]] = field(default_factory=dict)

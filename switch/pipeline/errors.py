@@ -1,4 +1,4 @@
-"""Errors of the runtime state API, each carrying a google.rpc status code as P4Runtime uses."""
+"""Errors of the pipeline state's control-plane API, each carrying a google.rpc status code as P4Runtime uses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Name resolution for runtime objects: exact name, else a unique dotted suffix."""
+"""Name resolution for pipeline objects (tables, counters, ...): exact name, else a unique dotted suffix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""All runtime state of one switch, built from a program's :class:`ProgramSchema`.
+"""All forwarding state of one pipeline, built from a program's :class:`ProgramSchema`.
 
 Objects are held in dicts by fully qualified name; the ``table()``, ``counter()``, ... helpers
 also accept a unique dotted suffix (``ipv4_lpm`` for ``MyIngress.ipv4_lpm``) and suggest the

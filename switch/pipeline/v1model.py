@@ -6,8 +6,10 @@ clone (I2E) → digest → resubmit → multicast (``mcast_grp != 0``) → drop 
 → unicast. After egress: clone (E2E) → drop → recirculate → send. Parser errors do not drop the
 packet: ingress runs with ``standard_metadata.parser_error`` set, as in BMv2.
 
-The executor is pure: bytes and a time stamp in, packets out. Queues, ports and clocks belong to
-the switch daemon (``switch.device``), which drives :meth:`V1Switch.ingress_pass` and
+The executor is pure: bytes and a time stamp in, packets out. The time stamp is the ``now`` a
+caller passes, else the ``clock`` given to :class:`V1Switch` (by default microseconds since it
+was made, for in-process use). Queues, ports and real clocks belong to :mod:`switch.device`,
+whose :class:`~switch.device.device.Device` drives :meth:`V1Switch.ingress_pass` and
 :meth:`V1Switch.egress_pass` separately; :meth:`V1Switch.process` chains them directly for
 in-process use (STF tests, benchmarks).
 """

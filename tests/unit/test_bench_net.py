@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
+import pytest
 from scapy.layers.inet6 import UDP, IPv6
 from scapy.layers.l2 import Ether
 
@@ -13,10 +15,10 @@ from switch.bench_net import (
     LatencyResult,
     ThroughputResult,
     Topology,
-    _percentile,
     _rates,
     ipv6_udp_frame,
     latency_payload,
+    latency_result,
     switch_argv,
 )
 
@@ -44,10 +46,13 @@ def test_switch_command_expansion() -> None:
 
 def test_rates_and_percentiles() -> None:
     assert _rates("top, 1000,63000") == [None, 1000, 63000]
-    values = [float(v) for v in range(1, 101)]
-    assert _percentile(values, 50) == 50.5
-    assert _percentile(values, 99) == 99.01
-    assert _percentile([3.0], 99) == 3.0
+    values = [float(v) for v in range(100, 0, -1)]
+    lat = latency_result(1000, 102, values)
+    assert (lat.samples, lat.lost, lat.max_us, lat.mean_us) == (100, 2, 100.0, 50.5)
+    assert lat.p50_us == 50.5
+    assert lat.p99_us == pytest.approx(99.01)
+    assert latency_result(1000, 1, [3.0]).p99_us == 3.0
+    assert math.isnan(latency_result(1000, 5, []).p50_us)
 
 
 def test_csv_rows() -> None:
