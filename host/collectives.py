@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -156,7 +157,7 @@ class ParameterServer:
             gathered = _run_all(
                 self._pool,
                 {
-                    rank: (lambda link=link: recv_tensor(link, round_, push, bound))
+                    rank: partial(recv_tensor, link, round_, push, bound)
                     for rank, link in self.links.items()
                 },
                 self.links,
@@ -172,9 +173,7 @@ class ParameterServer:
             sent = _run_all(
                 self._pool,
                 {
-                    rank: (
-                        lambda link=link: send_tensor(link, round_, BROADCAST_TENSOR, avg, bound)
-                    )
+                    rank: partial(send_tensor, link, round_, BROADCAST_TENSOR, avg, bound)
                     for rank, link in self.links.items()
                 },
                 self.links,

@@ -43,8 +43,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import IO, Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import IO, TypeVar
 
 from host.api import MessageConnection, SendHandleLike
 from host.baseline import TcpEndpoint, single_path_config
@@ -120,6 +120,9 @@ class RecvRow:
     recv_t_s: float
     latency_ms: float
     in_order: int
+
+
+_Row = TypeVar("_Row", SentRow, RecvRow)
 
 
 @dataclass
@@ -409,12 +412,14 @@ def run(spec: RunSpec, stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout)
             conn = tr.connect(peer)
             if not spec.bench_sizes:
                 shared.senders[f"{spec.host}->{peer}"] = conn
+            target: Callable[[_Shared, RunSpec, MessageConnection, str], None]
             if spec.bench_sizes:
-                target: Callable[..., None] = _bench
-                args: tuple[Any, ...] = (shared, spec, conn, f"fabric {spec.host}->{peer}")
+                target, flow = _bench, f"fabric {spec.host}->{peer}"
             else:
-                target, args = _stream, (shared, spec, conn, f"{spec.host}->{peer}")
-            senders.append(threading.Thread(target=target, args=args, daemon=True))
+                target, flow = _stream, f"{spec.host}->{peer}"
+            senders.append(
+                threading.Thread(target=target, args=(shared, spec, conn, flow), daemon=True)
+            )
         shared.emit("ready", host=spec.host, transport=spec.transport, pid=os.getpid())
         threading.Thread(target=_read_commands, args=(shared, stdin), daemon=True).start()
         for th in senders:
@@ -464,9 +469,9 @@ def write_outputs(spec: RunSpec, shared: _Shared, recorder: Recorder) -> None:
         recorder.write_events_csv(out / f"{spec.host}_events.csv")
 
 
-def _write(path: pathlib.Path, kind: type[Any], rows: Sequence[Any]) -> None:
+def _write(path: pathlib.Path, kind: type[_Row], rows: Sequence[_Row]) -> None:
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(kind.__dataclass_fields__))
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(kind)])
         w.writeheader()
         for r in rows:
             w.writerow(asdict(r))

@@ -11,9 +11,11 @@ An experiment driver starts one agent per host inside the host's network namespa
         --ring h1,h2,h3,h4 --out DIR
 
 Each agent opens an MRC endpoint on the host's plane NICs (the micro-SID EVs of the topology,
-:func:`~host.train.cluster.job_mrc_config` ``("fabric")``), connects (worker, ring) or accepts
-(server), and runs the job. It writes its records as JSON lines to ``DIR/<host>.jsonl``
-(:mod:`host.train.records`) and talks JSON lines on stdout:
+:func:`~host.train.cluster.job_mrc_config` ``("fabric")``) and runs its role of the job from
+:mod:`host.train.roles`: the server accepts the workers (and checks each rank came from the
+host ``--workers`` names), a worker connects to ``--server``, a ring rank connects to the next
+host of ``--ring`` and accepts the previous one. It writes its records as JSON lines to
+``DIR/<host>.jsonl`` (:mod:`host.train.records`) and talks JSON lines on stdout:
 
 * ``{"event": "ready"}`` once its endpoint is open; ``{"event": "round", ...}`` per server
   round; ``{"event": "done", "total_s": ...}`` at the end;
@@ -35,36 +37,20 @@ import json
 import pathlib
 import sys
 import threading
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import IO
 
-from host.collectives import (
-    ParameterServer,
-    PsWorker,
-    RingAllReduce,
-    accept_workers,
-    connect_ring,
-    connect_worker,
-    job_fingerprint,
-)
+from host.dblp.config import DblpConfig
 from host.dblp.errors import DblpError
-from host.dblp.phase import PhaseController
 from host.errors import TransportError
 from host.mrc import Endpoint
 from host.network import UdpNetwork
 from host.paths import RouteTable, fabric_nics, host_id
 from host.train.cluster import job_dblp_config, job_mrc_config
 from host.train.job import JobSpec, JobSpecError
-from host.train.loop import (
-    EventHooks,
-    NetworkActions,
-    ServerRecord,
-    WorkerRound,
-    gradient_spec,
-    serve,
-    train_worker,
-)
-from host.train.records import to_line
+from host.train.loop import EventHooks, NetworkActions, ServerRecord
+from host.train.records import Record, to_line
+from host.train.roles import run_ps_worker, run_ring_rank, run_server
 from topologies.model import Fabric, TopologyError
 
 REQUEST_TIMEOUT_S = 120.0
@@ -84,7 +70,7 @@ class Console:
         self._lock = threading.Lock()
         self._next = 0
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, **fields: object) -> None:
         with self._lock:
             self._out.write(json.dumps({"event": event, **fields}) + "\n")
             self._out.flush()
@@ -164,7 +150,6 @@ def run(args: argparse.Namespace, console: Console) -> float:
     out_dir.mkdir(parents=True, exist_ok=True)
     records = (out_dir / f"{args.host}.jsonl").open("w")
     cfg = job_dblp_config("fabric", peer_timeout_s=job.peer_timeout_s)
-    fp = job_fingerprint(job.to_json())
     endpoint = Endpoint(
         UdpNetwork(fabric_nics(fabric, args.host)),
         me,
@@ -172,39 +157,18 @@ def run(args: argparse.Namespace, console: Console) -> float:
         job_mrc_config("fabric"),
     )
 
-    def write(rec: object) -> None:
+    def write(rec: Record) -> None:
         records.write(to_line(rec) + "\n")
         records.flush()
 
     try:
         console.emit("ready", host=args.host, role=args.role)
         if args.role == "server":
-            return _serve(job, endpoint, _hosts(fabric, args.workers), fp, cfg, console, write)
+            return _serve(job, endpoint, _hosts(fabric, args.workers), cfg, console, write)
         if args.role == "worker":
-            link = connect_worker(
-                endpoint, host_id(fabric, args.server), args.rank, fp, cfg, job.setup_timeout_s
-            )
-            worker = PsWorker(link)
-            try:
-                res = train_worker(
-                    job, args.rank, worker.allreduce, evaluate=args.rank == 0, on_round=write
-                )
-            finally:
-                worker.close()
+            res = run_ps_worker(job, endpoint, cfg, args.rank, host_id(fabric, args.server), write)
         else:
-            hosts = _hosts(fabric, args.ring)
-            to_next, from_prev = connect_ring(
-                endpoint, args.rank, hosts, fp, cfg, job.setup_timeout_s
-            )
-            ring = RingAllReduce(
-                args.rank, len(hosts), to_next, from_prev, PhaseController(job.policy, job.phase)
-            )
-            try:
-                res = train_worker(
-                    job, args.rank, ring.allreduce, evaluate=args.rank == 0, on_round=write
-                )
-            finally:
-                ring.close()
+            res = run_ring_rank(job, endpoint, cfg, args.rank, _hosts(fabric, args.ring), write)
         for ev in res.evals:
             write(ev)
         return res.total_s
@@ -217,23 +181,12 @@ def _serve(
     job: JobSpec,
     endpoint: Endpoint,
     workers: list[int],
-    fp: bytes,
-    cfg: Any,
+    cfg: DblpConfig,
     console: Console,
-    write: Any,
+    write: Callable[[Record], None],
 ) -> float:
     if len(workers) != job.workers:
         raise AgentError(f"the job has {job.workers} workers, --workers names {len(workers)}")
-    spec = gradient_spec(job)
-    links = accept_workers(endpoint, set(range(job.workers)), fp, cfg, job.setup_timeout_s)
-    for rank, link in links.items():
-        if link.peer != workers[rank]:
-            raise AgentError(
-                f"rank {rank} connected from host {link.peer}, expected {workers[rank]}"
-            )
-    server = ParameterServer(
-        links, PhaseController(job.policy, job.phase), EventHooks(job, PipeActions(console))
-    )
 
     def note(rec: ServerRecord) -> None:
         write(rec)
@@ -245,10 +198,8 @@ def _serve(
             delivered_fraction=round(rec.delivered_fraction, 4),
         )
 
-    try:
-        recs = serve(job, server, spec, note)
-    finally:
-        server.close()
+    hooks = EventHooks(job, PipeActions(console))
+    recs = run_server(job, endpoint, cfg, hooks, note, worker_hosts=workers)
     return recs[-1].wall_s if recs else 0.0
 
 
@@ -264,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["AgentError", "Console", "PipeActions", "WorkerRound", "main", "run"]
+__all__ = ["AgentError", "Console", "PipeActions", "main", "run"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,14 +17,15 @@ connection, or an ABORT, turns into :class:`~host.dblp.errors.RoundFailed` for e
 
 from __future__ import annotations
 
+import enum
 import queue
 import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import replace
-from typing import Any
+from typing import Generic, TypeVar
 
-from host.api import MessageConnection
+from host.api import MessageConnection, SendHandleLike
 from host.dblp.chunks import Chunk, ChunkDrop, decode_chunk, is_chunk
 from host.dblp.config import DblpConfig
 from host.dblp.control import Control, ControlKind, decode_control, encode_control, is_control
@@ -34,7 +35,41 @@ from host.errors import TransportError, TransportTimeout
 Event = Chunk | Control
 Key = tuple[int, int]  # (round, tensor id)
 READ_POLL_S = 0.2
-_CLOSED = object()
+
+
+_Item = TypeVar("_Item")
+
+
+class _Closed(enum.Enum):
+    """What an inbox hands out once the link failed or closed."""
+
+    CLOSED = enum.auto()
+
+
+_CLOSED = _Closed.CLOSED
+
+
+class _Inbox(Generic[_Item]):
+    """A queue of one kind of event; once closed, every waiter, now or later, gets _CLOSED."""
+
+    def __init__(self) -> None:
+        self._q: queue.Queue[_Item | _Closed] = queue.Queue()
+
+    def put(self, item: _Item) -> None:
+        self._q.put(item)
+
+    def close(self) -> None:
+        self._q.put(_CLOSED)
+
+    def get(self, timeout: float) -> _Item | _Closed | None:
+        """The next item, or None after ``timeout`` seconds."""
+        try:
+            item = self._q.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+        if item is _CLOSED:
+            self._q.put(_CLOSED)  # later waiters see it too
+        return item
 
 
 class DblpLink:
@@ -54,16 +89,16 @@ class DblpLink:
         self.peer = conn.peer
         self.name = name or f"host {conn.peer}"
         self.drops: Counter[str] = Counter()
-        self._rx: queue.Queue[Any] = queue.Queue()
-        self._tx: queue.Queue[Any] = queue.Queue()
-        self._setup: queue.Queue[Any] = queue.Queue()
+        self._rx: _Inbox[Event] = _Inbox()
+        self._tx: _Inbox[Control] = _Inbox()
+        self._setup: _Inbox[Control] = _Inbox()
         self._pending: dict[Key, list[Event]] = {}
         self._pending_count = 0
         self._finished: OrderedDict[Key, Control] = OrderedDict()
         self._lock = threading.Lock()
         self._error: DblpError | None = None
         self._closed = False
-        self._reliable_handles: list[Any] = []
+        self._reliable_handles: list[SendHandleLike] = []
         self._threads = [
             threading.Thread(target=self._read_reliable, name=f"dblp-rel-{self.peer}", daemon=True),
             threading.Thread(
@@ -75,7 +110,7 @@ class DblpLink:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def send_chunk(self, data: bytes) -> Any:
+    def send_chunk(self, data: bytes) -> SendHandleLike:
         """Spray one chunk unreliably; returns the transport's send handle."""
         try:
             return self.conn.send(data, reliable=False)
@@ -116,14 +151,10 @@ class DblpLink:
         """The next HELLO or READY (None after ``timeout`` seconds)."""
         return self._get(self._setup, timeout)
 
-    def _get(self, q: queue.Queue[Any], timeout: float) -> Any:
+    def _get(self, inbox: _Inbox[_Item], timeout: float) -> _Item | None:
         self.raise_if_failed()
-        try:
-            item = q.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
+        item = inbox.get(timeout)
         if item is _CLOSED:
-            q.put(_CLOSED)  # later waiters see it too
             self.raise_if_failed()
             raise RoundFailed(f"link to {self.name} closed")
         return item
@@ -181,8 +212,8 @@ class DblpLink:
         with self._lock:
             if self._error is None:
                 self._error = error
-        for q in (self._rx, self._tx, self._setup):
-            q.put(_CLOSED)
+        for inbox in (self._rx, self._tx, self._setup):
+            inbox.close()
         return self._error
 
     def close(self) -> None:

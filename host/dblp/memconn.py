@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from host.api import as_bytes
 from host.errors import ConnectionClosed, TransportTimeout
@@ -22,6 +22,7 @@ from host.mrc.receiver import PartialMessage
 from host.mrc.sender import SendOutcome
 
 Drop = Callable[[bytes, bool], bool]  # (message, reliable) -> lost?
+_Msg = TypeVar("_Msg", bytes, PartialMessage)
 
 
 class _Done:
@@ -53,7 +54,7 @@ class MemConnection:
         self._closed = False
         self._next_id = 0
 
-    def send(self, data: object, *, reliable: bool = True, timeout: float | None = None) -> Any:
+    def send(self, data: object, *, reliable: bool = True, timeout: float | None = None) -> _Done:
         buf = as_bytes(data)
         if self._closed or self.other is None or self.other._closed:
             raise ConnectionClosed("in-memory connection closed")
@@ -87,7 +88,7 @@ class MemConnection:
     def recv_partial(self, timeout: float | None = None) -> PartialMessage:
         return self._take(self._partial, timeout)
 
-    def _take(self, q: deque[Any], timeout: float | None) -> Any:
+    def _take(self, q: deque[_Msg], timeout: float | None) -> _Msg:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             while not q:

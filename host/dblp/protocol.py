@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from host.api import SendHandleLike
 from host.dblp.chunks import (
     Chunk,
     ChunkDrop,
@@ -156,14 +157,14 @@ def send_tensor(
             break
 
 
-def _settle(handles: list[object], timeout_s: float, link: DblpLink) -> None:
+def _settle(handles: list[SendHandleLike], timeout_s: float, link: DblpLink) -> None:
     deadline = time.monotonic() + timeout_s
     for h in handles:
         left = deadline - time.monotonic()
         if left <= 0:
             return
         try:
-            h.wait(left)  # type: ignore[attr-defined]
+            h.wait(left)
         except TransportTimeout:
             return
         except TransportError as e:

@@ -2,10 +2,11 @@
 SACK/NACK selective retransmission and a delay-based window; an unreliable mode for
 bounded-loss users.
 
-``config`` (settings), ``evs`` (EV states, weights, probes), ``cc`` (congestion window),
-``sender`` / ``receiver`` (the two halves of a connection), ``connection`` (the pure state
-machine), ``endpoint`` (the I/O thread and the blocking API), ``recorder`` (events and per-EV
-samples for experiments).
+``config`` (settings), ``emulated`` (the settings for the emulated fabric's slow links),
+``evs`` (EV states, weights, probes), ``cc`` (congestion window), ``sender`` / ``receiver``
+(the two halves of a connection), ``connection`` (the pure state machine), ``endpoint`` (the
+I/O thread and the blocking API), ``recorder`` (events and per-EV samples for experiments),
+``sim`` (two connection cores in virtual time, for tests).
 """
 
 from host.mrc.config import CcConfig, EvConfig, EvPolicy, MrcConfig, fabric_config, loopback_config

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from host.wire import MAX_PAYLOAD_BYTES, MAX_SACK_BITS
+from host.wire import DATA_HEADER_BYTES, MAX_PAYLOAD_BYTES, MAX_SACK_BITS
 
 FABRIC_MTU_BYTES = 1500
-IPV6_UDP_OVERHEAD_BYTES = 48
-FABRIC_PAYLOAD_BYTES = 1384  # 1500 - 40 (IPv6) - 8 (UDP) - 68 (DATA header)
+IPV6_UDP_OVERHEAD_BYTES = 48  # 40 (IPv6) + 8 (UDP)
+FABRIC_PAYLOAD_BYTES = FABRIC_MTU_BYTES - IPV6_UDP_OVERHEAD_BYTES - DATA_HEADER_BYTES  # 1384
 LOOPBACK_PAYLOAD_BYTES = 8192
 
 
@@ -146,13 +147,21 @@ class MrcConfig:
         return replace(self, ev=replace(self.ev, policy=policy))
 
 
-def fabric_config(**overrides: object) -> MrcConfig:
-    """Settings for hosts on the emulated fabric: 1500-byte MTU, ECN from the switches."""
-    return replace(MrcConfig(payload_bytes=FABRIC_PAYLOAD_BYTES), **overrides)  # type: ignore[arg-type]
+def fabric_config(**overrides: Any) -> MrcConfig:
+    """Settings for hosts on the emulated fabric: 1500-byte MTU, ECN from the switches.
+
+    Args:
+        overrides: :class:`MrcConfig` fields to replace (checked by ``dataclasses.replace``).
+    """
+    return replace(MrcConfig(payload_bytes=FABRIC_PAYLOAD_BYTES), **overrides)
 
 
-def loopback_config(**overrides: object) -> MrcConfig:
-    """Settings for loopback runs: large datagrams, no ECN (nothing marks), delay-based CC."""
+def loopback_config(**overrides: Any) -> MrcConfig:
+    """Settings for loopback runs: large datagrams, no ECN (nothing marks), delay-based CC.
+
+    Args:
+        overrides: :class:`MrcConfig` fields to replace (checked by ``dataclasses.replace``).
+    """
     base = MrcConfig(
         payload_bytes=LOOPBACK_PAYLOAD_BYTES,
         cc=CcConfig(
@@ -162,4 +171,4 @@ def loopback_config(**overrides: object) -> MrcConfig:
             max_cwnd_bytes=2 * 1024 * 1024,
         ),
     )
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    return replace(base, **overrides)

@@ -24,7 +24,6 @@ from host.mrc.recorder import Event, EventKind, EvSample, Recorder
 from host.mrc.sender import LossCause, Sender
 from host.paths import Ev
 from host.wire import (
-    NO_EV,
     AckPacket,
     DataPacket,
     Flag,
@@ -443,4 +442,4 @@ def _no_transmit(ev: Ev, data: bytes) -> bool:
     return False
 
 
-__all__ = ["ConnStats", "ConnectionCore", "NO_EV", "Transmit", "us"]
+__all__ = ["ConnStats", "ConnectionCore", "Transmit", "us"]

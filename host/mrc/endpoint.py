@@ -295,7 +295,7 @@ class Endpoint:
         self._conns: dict[_Key, Connection] = {}
         self._accept_q: deque[Connection] = deque()
         self._accept_cv = threading.Condition()
-        self._commands: deque[Callable[[], None]] = deque()
+        self._commands: deque[Callable[[], object]] = deque()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -389,7 +389,8 @@ class Endpoint:
 
     # -- commands into the I/O thread --------------------------------------------------------
 
-    def _call(self, fn: Callable[[], None]) -> None:
+    def _call(self, fn: Callable[[], object]) -> None:
+        """Queue ``fn`` for the I/O thread, which runs it and drops its result."""
         self._raise_if_closed()
         self._commands.append(fn)
         self._wake()
@@ -440,7 +441,7 @@ class Endpoint:
     def _forget(self, key: _Key) -> None:
         self._conns.pop(key, None)
         if not self._closed:
-            self._call(lambda: self._cores.pop(key, None) and None)
+            self._call(lambda: self._cores.pop(key, None))
 
     def _raise_if_closed(self) -> None:
         if self._closed or self._closing:

@@ -135,7 +135,6 @@ class Receiver:
         self.drops: Counter[DropReason] = Counter()
         self.duplicates = 0
         self.trimmed = 0
-        self.late = 0
         self.packets_received = 0
         self.messages_delivered = 0
         self.bytes_delivered = 0
@@ -216,7 +215,6 @@ class Receiver:
                 if reliable
                 else (p.msg_id < self.unrel_done or p.msg_id in self.unrel_reported)
             ):
-                self.late += 1
                 return DropReason.INCONSISTENT
             if (
                 p.msg_len > self.cfg.max_message_bytes

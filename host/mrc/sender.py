@@ -218,18 +218,22 @@ class Sender:
                 self.pending.popleft()
                 continue
             if self.inflight_bytes and self.inflight_bytes + p.length > cwnd:
-                return self._blocked()
+                self.send_blocked = True
+                return None
             return self.pending.popleft()
         if not self.queue:
             return None
         msg = self.queue[0]
         if self.next_psn - self.una >= self.cfg.window_packets:
-            return self._blocked()
+            self.send_blocked = True
+            return None
         if msg.first_psn < 0 and self.started_bytes + msg.msg_len > self.peer_credit:
-            return self._blocked()
+            self.send_blocked = True
+            return None
         length = payload_length(msg.msg_len, msg.stride, msg.next_index)
         if self.inflight_bytes and self.inflight_bytes + length > cwnd:
-            return self._blocked()
+            self.send_blocked = True
+            return None
         if msg.first_psn < 0:
             msg.first_psn = self.next_psn
             self.started_bytes += msg.msg_len
@@ -240,10 +244,6 @@ class Sender:
             self.queue.popleft()
         self.unacked[p.psn] = p
         return p
-
-    def _blocked(self) -> None:
-        self.send_blocked = True
-        return None
 
     def unsend(self, p: SentPacket, now: float, retry_after_s: float = 0.0) -> None:
         """The packet could not go out (no usable EV, local queue full): try it again later."""

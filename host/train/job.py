@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from host.dblp.config import LossPolicy, PhaseConfig
@@ -84,9 +84,6 @@ class JobSpec:
                 raise JobSpecError(f"event at round {ev.round} outside 0..{self.rounds - 1}")
             if ev.kind is EventKind.BURST and not 0 < ev.value <= 100:
                 raise JobSpecError(f"burst loss must be in (0, 100] %, got {ev.value}")
-
-    def with_(self, **changes: Any) -> JobSpec:
-        return replace(self, **changes)
 
     def events_at(self, round_: int) -> list[JobEvent]:
         return [e for e in self.events if e.round == round_]

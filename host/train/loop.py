@@ -127,7 +127,7 @@ def train_worker(
         x, y = run.batch(r)
         opt.zero_grad(set_to_none=True)
         loss = run.loss(model, x, y)
-        loss.backward()
+        torch.autograd.backward(loss)
         res = allreduce(r, flat_grad(model))
         set_flat_grad(model, res.vector)
         opt.step()

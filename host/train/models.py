@@ -18,7 +18,8 @@ class Mlp(nn.Module):
         self.net = nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        out: torch.Tensor = self.net(x)
+        return out
 
 
 class SmallCnn(nn.Module):
@@ -34,8 +35,9 @@ class SmallCnn(nn.Module):
         self.head = nn.Linear(channels * 16, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.features(x.view(-1, 1, 8, 8))
-        return self.head(h.flatten(1))
+        h: torch.Tensor = self.features(x.view(-1, 1, 8, 8))
+        out: torch.Tensor = self.head(h.flatten(1))
+        return out
 
 
 class CharTransformer(nn.Module):
@@ -46,6 +48,8 @@ class CharTransformer(nn.Module):
         context: longest input (positions learned up to it).
         width, heads, layers: model size.
     """
+
+    mask: torch.Tensor  # the causal attention mask, a non-persistent buffer
 
     def __init__(
         self, vocab: int, context: int = 32, width: int = 48, heads: int = 2, layers: int = 1
@@ -67,8 +71,5 @@ class CharTransformer(nn.Module):
         n = ids.shape[1]
         h = self.embed(ids) + self.position[:n]
         h = self.blocks(h, mask=self.mask[:n, :n], is_causal=True)
-        return self.head(self.norm(h))
-
-
-def parameter_count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+        out: torch.Tensor = self.head(self.norm(h))
+        return out

@@ -15,7 +15,10 @@ from typing import Any
 
 from host.train.loop import EvalPoint, ServerRecord, WorkerRound
 
-RECORD_KINDS: dict[str, type[Any]] = {
+Record = WorkerRound | EvalPoint | ServerRecord
+"""A training record: a worker's round, an evaluation, or a server's round."""
+
+RECORD_KINDS: dict[str, type[Record]] = {
     "worker_round": WorkerRound,
     "eval": EvalPoint,
     "server_round": ServerRecord,
@@ -28,14 +31,15 @@ class RecordError(ValueError):
     """A record line that does not describe a known record."""
 
 
-def to_line(record: object) -> str:
+def to_line(record: Record) -> str:
+    """Raises: TypeError (not a training record)."""
     kind = _KIND_OF.get(type(record))
     if kind is None:
         raise TypeError(f"not a training record: {type(record).__name__}")
-    return json.dumps({"kind": kind, **asdict(record)})  # type: ignore[call-overload]
+    return json.dumps({"kind": kind, **asdict(record)})
 
 
-def from_line(line: str) -> object:
+def from_line(line: str) -> Record:
     """Raises: RecordError."""
     try:
         doc = json.loads(line)
@@ -46,10 +50,11 @@ def from_line(line: str) -> object:
     if set(doc) != set(want):
         raise RecordError(f"{cls.__name__}: fields {sorted(doc)} != {sorted(want)}")
     try:
-        return cls(**{k: _CONVERT[str(want[k])](doc[k]) for k in want})
+        values: dict[str, Any] = {k: _CONVERT[str(want[k])](doc[k]) for k in want}
+        return cls(**values)
     except (KeyError, TypeError, ValueError) as e:
         raise RecordError(f"{cls.__name__}: bad value ({e})") from e
 
 
-def read_records(path: str | pathlib.Path) -> list[object]:
+def read_records(path: str | pathlib.Path) -> list[Record]:
     return [from_line(x) for x in pathlib.Path(path).read_text().splitlines() if x.strip()]

@@ -3,42 +3,27 @@
 :func:`run_emu_job` starts the parameter server (host index 0) and the workers (hosts 1..W),
 or for a ring the workers on hosts 0..W−1, each in a thread with its own MRC endpoint of an
 :class:`~host.train.cluster.EmuCluster`; the server's round hooks play the job's events on
-the emulator. :class:`JobResult` merges the server's and the workers' records into one row
-per round (what ``results/microburst_latency.csv`` holds) and the job summary. The fabric
-runs the same functions in one agent process per host (:mod:`host.train_agent`).
+the emulator. Each thread runs its role from :mod:`host.train.roles`, which the fabric's
+per-host agents (:mod:`host.train_agent`) run too. :class:`JobResult` merges the server's and
+the workers' records into one row per round (what ``results/microburst_latency.csv`` holds)
+and the job summary.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 
 import torch
 
-from host.collectives import (
-    ParameterServer,
-    PsWorker,
-    RingAllReduce,
-    accept_workers,
-    connect_ring,
-    connect_worker,
-    job_fingerprint,
-)
 from host.dblp.config import DblpConfig
 from host.dblp.errors import DblpError, RoundFailed
-from host.dblp.phase import PhaseController
 from host.train.cluster import EmuCluster, job_dblp_config
 from host.train.job import Collective, JobSpec
-from host.train.loop import (
-    EventHooks,
-    NetworkActions,
-    ServerRecord,
-    WorkerResult,
-    gradient_spec,
-    serve,
-    train_worker,
-)
+from host.train.loop import EventHooks, NetworkActions, ServerRecord, WorkerResult
+from host.train.roles import run_ps_worker, run_ring_rank, run_server
 from host.train.tasks import TASKS
 
 SERVER_HOST = 0
@@ -159,18 +144,16 @@ def run_emu_job(
         raise ValueError(f"{job.collective.value} with {job.workers} workers needs {need} hosts")
     torch.set_num_threads(1)
     cluster.set_loss(background_loss)
-    fp = job_fingerprint(job.to_json())
-    results: dict[str, object] = {}
+    eps = cluster.endpoints
+    server_recs: list[ServerRecord] = []
+    workers: dict[int, WorkerResult] = {}
     errors: list[BaseException] = []
     lock = threading.Lock()
-    eps = cluster.endpoints
 
-    def guarded(name: str, fn: Callable[[], object]) -> Callable[[], None]:
+    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
             try:
-                out = fn()
-                with lock:
-                    results[name] = out
+                fn()
             except BaseException as e:  # reported to the caller below
                 with lock:
                     errors.append(e)
@@ -182,51 +165,30 @@ def run_emu_job(
 
     threads: list[threading.Thread] = []
     if job.collective is Collective.PS:
-        spec = gradient_spec(job)
         hooks = EventHooks(job, EmuActions(cluster, background_loss))
 
-        def server() -> list[ServerRecord]:
-            links = accept_workers(
-                eps[SERVER_HOST], set(range(job.workers)), fp, cfg, job.setup_timeout_s
-            )
-            ps = ParameterServer(links, PhaseController(job.policy, job.phase), hooks)
-            try:
-                return serve(job, ps, spec, note("server"))
-            finally:
-                ps.close()
+        def server() -> None:
+            recs = run_server(job, eps[SERVER_HOST], cfg, hooks, note("server"))
+            with lock:
+                server_recs.extend(recs)
 
         def worker(rank: int) -> WorkerResult:
-            link = connect_worker(eps[rank + 1], SERVER_HOST, rank, fp, cfg, job.setup_timeout_s)
-            w = PsWorker(link)
-            try:
-                return train_worker(
-                    job, rank, w.allreduce, evaluate=rank == 0, on_round=note("worker")
-                )
-            finally:
-                w.close()
+            return run_ps_worker(job, eps[rank + 1], cfg, rank, SERVER_HOST, note("worker"))
 
-        threads.append(threading.Thread(target=guarded("server", server), name="ps-server"))
+        threads.append(threading.Thread(target=guarded(server), name="ps-server"))
     else:
         hosts = list(range(job.workers))
 
         def worker(rank: int) -> WorkerResult:
-            to_next, from_prev = connect_ring(eps[rank], rank, hosts, fp, cfg, job.setup_timeout_s)
-            ring = RingAllReduce(
-                rank, job.workers, to_next, from_prev, PhaseController(job.policy, job.phase)
-            )
-            try:
-                return train_worker(
-                    job, rank, ring.allreduce, evaluate=rank == 0, on_round=note("worker")
-                )
-            finally:
-                ring.close()
+            return run_ring_rank(job, eps[rank], cfg, rank, hosts, note("worker"))
+
+    def train(rank: int) -> None:
+        res = worker(rank)
+        with lock:
+            workers[rank] = res
 
     for rank in range(job.workers):
-        threads.append(
-            threading.Thread(
-                target=guarded(f"worker{rank}", lambda r=rank: worker(r)), name=f"worker{rank}"
-            )
-        )
+        threads.append(threading.Thread(target=guarded(partial(train, rank)), name=f"worker{rank}"))
     for t in threads:
         t.start()
     for t in threads:
@@ -242,6 +204,4 @@ def run_emu_job(
         if isinstance(first, DblpError):
             raise RoundFailed(str(first)) from first
         raise first
-    server_recs = results.get("server", [])
-    workers = {r: results[f"worker{r}"] for r in range(job.workers)}
-    return JobResult(replace(job), tuple(server_recs), workers)  # type: ignore[arg-type]
+    return JobResult(job, tuple(server_recs), dict(sorted(workers.items())))
