@@ -14,25 +14,3 @@ Modules (imports flow downwards; nothing here imports host code):
 
 Nothing runs at import; see ``controller/README.md``.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from controller.config import ControllerConfig
-    from controller.fabric import FabricController
-
-__all__ = ["ControllerConfig", "FabricController"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "FabricController":
-        from controller.fabric import FabricController
-
-        return FabricController
-    if name == "ControllerConfig":
-        from controller.config import ControllerConfig
-
-        return ControllerConfig
-    raise AttributeError(name)

@@ -25,9 +25,11 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
 from controller.client import ServerUnavailable, find_server, send_command
 from controller.config import results_dir_default
@@ -110,18 +112,29 @@ def serve(argv: Sequence[str]) -> int:
 # -- one command ---------------------------------------------------------------------------
 
 
-def split_global(argv: Sequence[str]) -> tuple[dict[str, str | bool], list[str]]:
+@dataclass(frozen=True)
+class GlobalOptions:
+    """The options before the command (:data:`GLOBAL_FLAGS`); an empty value counts as none."""
+
+    results: str | None = None
+    topology: str | None = None
+    direct: bool = False
+
+
+def split_global(argv: Sequence[str]) -> tuple[GlobalOptions, list[str]]:
     """Leading ``--results DIR``, ``--topology T``, ``--direct``; the rest is the command."""
-    opts: dict[str, str | bool] = {}
+    values: dict[str, str] = {}
+    direct = False
     rest = list(argv)
     while rest and rest[0] in GLOBAL_FLAGS:
         flag = rest.pop(0)
         if GLOBAL_FLAGS[flag]:
             if not rest:
                 raise CommandError(f"{flag} needs a value")
-            opts[flag] = rest.pop(0)
+            values[flag] = rest.pop(0)
         else:
-            opts[flag] = True
+            direct = True
+    opts = GlobalOptions(values.get("--results") or None, values.get("--topology") or None, direct)
     return opts, rest
 
 
@@ -143,7 +156,12 @@ def topology_for(results_dir: str, given: str | None) -> str:
     )
 
 
-def run_direct(argv: list[str], results_dir: str, topology: str | None, out: object = None) -> str:
+def run_direct(
+    argv: list[str],
+    results_dir: str,
+    topology: str | None,
+    out: Callable[[str], None] | None = None,
+) -> str:
     """Run one command with a short-lived controller of our own (no server)."""
     from controller.fabric import FabricController
 
@@ -151,9 +169,9 @@ def run_direct(argv: list[str], results_dir: str, topology: str | None, out: obj
     with FabricController(fabric, results_dir=results_dir, resume=True) as ctl:
         ctl.connect()
         ctl.install_routes()
-        text = ctl.run_command(argv, out=out)  # type: ignore[arg-type]
+        text = ctl.run_command(argv, out=out)
         if ctl.pending_expiries():
-            if callable(out):
+            if out is not None:
                 out(text)
                 text = ""
             ctl.wait_for_expiries()
@@ -167,7 +185,7 @@ def run_line(
     *,
     topology: str | None = None,
     direct: bool = False,
-    out: object = None,
+    out: Callable[[str], None] | None = None,
 ) -> str:
     """Send ``argv`` to the running server, or run it directly when none answers."""
     results = results_dir or results_dir_default()
@@ -177,13 +195,21 @@ def run_line(
         return help_text(argv[1:])
     if not direct:
         try:
-            return send_command(argv, results, out=out)  # type: ignore[arg-type]
+            return send_command(argv, results, out=out)
         except ServerUnavailable:
             pass
     return run_direct(argv, results, topology, out)
 
 
-def mininet_command(line: str, *, results_dir: str | None = None, controller: object = None) -> str:
+class CommandRunner(Protocol):
+    """What runs a command line in process (:class:`~controller.fabric.FabricController`)."""
+
+    def run_command(self, argv: list[str]) -> str: ...
+
+
+def mininet_command(
+    line: str, *, results_dir: str | None = None, controller: CommandRunner | None = None
+) -> str:
     """For the Mininet CLI: run ``line`` (e.g. ``"fail plane 1"``) and return the text to
     print; errors come back as ``"error: ..."`` and never raise.
 
@@ -194,7 +220,7 @@ def mininet_command(line: str, *, results_dir: str | None = None, controller: ob
     try:
         argv = shlex.split(line)
         if controller is not None:
-            return controller.run_command(argv)  # type: ignore[attr-defined, no-any-return]
+            return controller.run_command(argv)
         return run_line(argv, results_dir)
     except ValueError as e:
         return f"error: {e}"
@@ -219,9 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rest = ["help"]
         text = run_line(
             rest,
-            opts.get("--results") or None,  # type: ignore[arg-type]
-            topology=opts.get("--topology") or None,  # type: ignore[arg-type]
-            direct=bool(opts.get("--direct")),
+            opts.results,
+            topology=opts.topology,
+            direct=opts.direct,
             out=lambda s: print(s, flush=True),
         )
     except CommandError as e:

@@ -42,7 +42,7 @@ from controller.conditions import (
     link_target,
     loss_threshold,
 )
-from controller.dataplane import path_delivers, views, working_paths
+from controller.dataplane import SwitchView, path_delivers, views, working_paths
 from controller.entries import Group, Member, TableEntry
 from controller.errors import CommandError, ControllerError
 from controller.incast import plan_incast, run_incast
@@ -68,12 +68,17 @@ class Option:
     help: str
 
 
+OptionValue = bool | int | float | str
+"""A parsed option: True for a flag, the number for int and float options, else the text."""
+
+
 @dataclass(frozen=True)
 class Parsed:
     args: tuple[str, ...]
-    opts: dict[str, object]
+    opts: dict[str, OptionValue]
 
-    def opt(self, name: str, default: object = None) -> object:
+    def opt(self, name: str, default: OptionValue) -> OptionValue:
+        """Option ``name``'s value, ``default`` when it was not given."""
         return self.opts.get(name, default)
 
 
@@ -110,7 +115,7 @@ def parse(cmd: Command, argv: list[str]) -> Parsed:
     """
     known = {o.name: o for o in cmd.options}
     args: list[str] = []
-    opts: dict[str, object] = {}
+    opts: dict[str, OptionValue] = {}
     it = iter(argv)
     for tok in it:
         if tok.startswith("--"):
@@ -128,9 +133,10 @@ def parse(cmd: Command, argv: list[str]) -> Parsed:
                 opts[name] = True
                 continue
             if not eq:
-                value = next(it, None)  # type: ignore[arg-type]
-                if value is None:
+                given = next(it, None)
+                if given is None:
                     raise CommandError(f"{cmd.name}: {name} needs a value")
+                value = given
             opts[name] = (
                 number(value, opt.kind, f"{cmd.name} {name}") if opt.kind in (int, float) else value
             )
@@ -143,14 +149,14 @@ def parse(cmd: Command, argv: list[str]) -> Parsed:
 
 def number(text: str, kind: type, what: str) -> int | float:
     try:
-        value = kind(text)
+        value = int(text) if kind is int else float(text)
     except (TypeError, ValueError):
         raise CommandError(
             f"{what}: '{text}' is not {'an integer' if kind is int else 'a number'}"
         ) from None
     if isinstance(value, float) and not math.isfinite(value):
         raise CommandError(f"{what}: '{text}' is not a finite number")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 # -- status --------------------------------------------------------------------------------
@@ -229,7 +235,7 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
 # -- routes --------------------------------------------------------------------------------
 
 
-def _installed_views(ctl: FabricController):  # type: ignore[no-untyped-def]
+def _installed_views(ctl: FabricController) -> dict[str, SwitchView]:
     return views({n: s.installed for n, s in ctl.sessions.items()})
 
 
@@ -251,11 +257,11 @@ def cmd_routes(ctx: Context, p: Parsed) -> Result:
         a, b = (ctl.wiring.check_host(x).name for x in p.args)
         if a == b:
             raise CommandError("routes: give two different hosts")
-        rows = []
+        path_rows: list[tuple[int, int, str, str, str, str]] = []
         for path in ctl.fabric.paths(a, b):
             ok, outcomes = path_delivers(ctl.wiring, sws, a, b, path, extra_down=down)
             detail = "; ".join(o.describe() for o in outcomes)
-            rows.append(
+            path_rows.append(
                 (
                     path.plane,
                     path.spine,
@@ -265,23 +271,24 @@ def cmd_routes(ctx: Context, p: Parsed) -> Result:
                     detail,
                 )
             )
-        up = sum(1 for r in rows if r[4] == "up")
+        up = sum(1 for r in path_rows if r[4] == "up")
         return Result.table(
             ("plane", "spine", "address", "hops", "state", "detail"),
-            rows,
-            f"{a} -> {b}: {up} of {len(rows)} paths up",
+            path_rows,
+            f"{a} -> {b}: {up} of {len(path_rows)} paths up",
         )
     total = ctl.fabric.spec.planes * ctl.fabric.spec.spines
-    rows = []
-    for a, b in itertools.permutations([h.name for h in ctl.fabric.hosts], 2):
-        rows.append((a, b, len(working_paths(ctl.wiring, sws, a, b, extra_down=down)), total))
-    degraded = sum(1 for r in rows if r[2] < total)
+    pair_rows = [
+        (a, b, len(working_paths(ctl.wiring, sws, a, b, extra_down=down)), total)
+        for a, b in itertools.permutations([h.name for h in ctl.fabric.hosts], 2)
+    ]
+    degraded = sum(1 for r in pair_rows if r[2] < total)
     msg = (
-        f"all {len(rows)} host pairs have {total} paths"
+        f"all {len(pair_rows)} host pairs have {total} paths"
         if not degraded
-        else f"{degraded} of {len(rows)} host pairs have fewer than {total} paths"
+        else f"{degraded} of {len(pair_rows)} host pairs have fewer than {total} paths"
     )
-    return Result.table(("src", "dst", "paths_up", "paths_total"), rows, msg)
+    return Result.table(("src", "dst", "paths_up", "paths_total"), pair_rows, msg)
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -381,17 +388,17 @@ def cmd_loss(ctx: Context, p: Parsed) -> Result:
     pct = float(number(p.args[1], float, "loss PCT"))
     if not 0 <= pct <= 100:
         raise CommandError(f"loss PCT must be 0..100, got {p.args[1]}")
-    for_ms = p.opt("--for")
-    if for_ms is not None and not 0 < float(for_ms) <= MAX_LOSS_FOR_MS:  # type: ignore[arg-type]
+    for_ms = p.opts.get("--for")
+    if for_ms is not None and not 0 < float(for_ms) <= MAX_LOSS_FOR_MS:
         raise CommandError(f"loss --for must be 1..{MAX_LOSS_FOR_MS} ms, got {for_ms}")
     where = ", ".join(f"{s}:{q}" for s, q in ends)
     if pct == 0:
         new = ctl.conditions.without_losses(ends)
         return _applied(ctx, new, f"loss removed from {where}", f"no loss on {where}")
-    expires = None if for_ms is None else time.time() + float(for_ms) / 1000.0  # type: ignore[arg-type]
+    expires = None if for_ms is None else time.time() + float(for_ms) / 1000.0
     threshold = loss_threshold(pct)
     new = ctl.conditions.with_losses([LossEvent(s, q, threshold, expires) for s, q in ends])
-    span = f" for {float(for_ms):g} ms" if for_ms is not None else ""  # type: ignore[arg-type]
+    span = f" for {float(for_ms):g} ms" if for_ms is not None else ""
     return _applied(
         ctx, new, f"loss {pct:g}% on {where}{span}", f"loss {pct:g}% already on {where}"
     )
@@ -490,20 +497,20 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
         raise unknown("telemetry subcommand", sub, subs)
     tel = ctl.start_telemetry()
     if sub == "recent":
-        last = int(p.opt("--last", 20))  # type: ignore[call-overload]
+        last = int(p.opt("--last", 20))
         rows = [_burst_row(ctl, r) for r in tel.recent()[-last:]] if last > 0 else []
         return Result.table(BURST_COLUMNS, rows, f"{tel.total} bursts recorded in {tel.csv_path}")
-    for_s = p.opt("--for")
-    count = p.opt("--count")
+    for_s = p.opts.get("--for")
+    count = p.opts.get("--count")
     if for_s is None and count is None and ctx.out is None:
         for_s = DEFAULT_WATCH_S
-    deadline = None if for_s is None else time.monotonic() + float(for_s)  # type: ignore[arg-type]
+    deadline = None if for_s is None else time.monotonic() + float(for_s)
     q = tel.subscribe()
     lines: list[str] = []
     emit = ctx.out or lines.append
     n = 0
     try:
-        while count is None or n < int(count):  # type: ignore[call-overload]
+        while count is None or n < int(count):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 break
@@ -527,23 +534,23 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
     for req in ("--senders", "--bytes"):
         if req not in p.opts:
             raise CommandError(f"incast: {req} is required (usage: {COMMANDS['incast'].usage})")
-    spine = p.opt("--spine")
+    spine = p.opts.get("--spine")
     plan = plan_incast(
         ctl.fabric,
         dst,
         int(p.opts["--senders"]),
-        int(p.opts["--bytes"]),  # type: ignore[call-overload]
-        plane=int(p.opt("--plane", 0)),  # type: ignore[call-overload]
-        spine=None if spine is None else int(spine),  # type: ignore[call-overload]
-        datagram_bytes=int(p.opt("--datagram", 1452)),  # type: ignore[call-overload]
+        int(p.opts["--bytes"]),
+        plane=int(p.opt("--plane", 0)),
+        spine=None if spine is None else int(spine),
+        datagram_bytes=int(p.opt("--datagram", 1452)),
         udp_port=int(p.opt("--port", 9)),
-    )  # type: ignore[call-overload]
+    )
     if ctl.processes is None or not ctl.processes.hosts:
         raise CommandError(
             "incast needs the hosts' pids from the running fabric's "
             "results/fabric/state.json (start the fabric with make fabric-up)"
         )
-    settle_ms = float(p.opt("--settle-ms", 500))  # type: ignore[arg-type]
+    settle_ms = float(p.opt("--settle-ms", 500))
     tel = ctl.start_telemetry()
     since = time.time()
     res = run_incast(plan, ctl.processes.hosts)
@@ -565,6 +572,10 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
 
 
 def cmd_help(ctx: Context, p: Parsed) -> Result:
+    return _help()
+
+
+def _help() -> Result:
     rows = [(c.name, c.usage, c.summary) for c in COMMANDS.values()]
     return Result.table(
         ("command", "usage", "what"), rows, "--json / --csv: machine-readable output"
@@ -660,14 +671,11 @@ COMMANDS: dict[str, Command] = {
     )
 }
 
-#: Commands that only read state (the server may run them without the write lock).
-READ_ONLY = frozenset({"status", "routes", "counters", "telemetry", "help"})
-
 
 def help_text(argv: list[str]) -> str:
     """``help`` without a fabric (``tf-ctl help`` needs no switch)."""
     _rest, fmt = split_format(argv)
-    return render(cmd_help(Context(None, fmt, None), Parsed((), {})), fmt)  # type: ignore[arg-type]
+    return render(_help(), fmt)
 
 
 def run(

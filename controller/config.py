@@ -5,7 +5,6 @@ here; nothing is read at import.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -60,7 +59,3 @@ class ControllerConfig:
             raise ValueError("ecn_threshold_pkts must be at least 1 (or None)")
         if self.write_batch < 1:
             raise ValueError("write_batch must be positive")
-
-    def replace(self, **changes: object) -> ControllerConfig:
-        """A copy with ``changes``."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

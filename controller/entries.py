@@ -15,9 +15,11 @@ on ``{key: entity}`` maps.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+EntityKey = tuple[Hashable, ...]
+"""What identifies an entity on a switch (its table and match, profile and id...)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +82,7 @@ class TableEntry:
         object.__setattr__(self, "match", tuple(sorted(self.match, key=lambda m: m.field)))
 
     @property
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> EntityKey:
         return ("table", self.table, self.match, self.priority)
 
     def render(self) -> str:
@@ -98,7 +100,7 @@ class Member:
     action: ActionCall
 
     @property
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> EntityKey:
         return ("member", self.profile, self.member_id)
 
     def render(self) -> str:
@@ -118,7 +120,7 @@ class Group:
         object.__setattr__(self, "members", tuple(sorted(self.members)))
 
     @property
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> EntityKey:
         return ("group", self.profile, self.group_id)
 
     def render(self) -> str:
@@ -126,7 +128,7 @@ class Group:
 
 
 Entity = TableEntry | Member | Group
-EntityMap = dict[tuple[Any, ...], Entity]
+EntityMap = dict[EntityKey, Entity]
 
 
 def index(entities: Iterable[Entity]) -> EntityMap:
@@ -154,9 +156,7 @@ class Diff:
         return len(self.inserts) + len(self.modifies) + len(self.deletes)
 
 
-def diff(
-    installed: Mapping[tuple[Any, ...], Entity], desired: Mapping[tuple[Any, ...], Entity]
-) -> Diff:
+def diff(installed: Mapping[EntityKey, Entity], desired: Mapping[EntityKey, Entity]) -> Diff:
     """The updates that make ``installed`` equal ``desired`` (both keyed by entity key)."""
     inserts = tuple(e for k, e in desired.items() if k not in installed)
     modifies = tuple(e for k, e in desired.items() if k in installed and installed[k] != e)

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 from google.rpc import code_pb2
 
+# google.rpc has no type information: the status codes the controller tells apart, as ints.
+OK: int = code_pb2.OK
+UNKNOWN: int = code_pb2.UNKNOWN
+NOT_FOUND: int = code_pb2.NOT_FOUND
+ALREADY_EXISTS: int = code_pb2.ALREADY_EXISTS
+
 
 class ControllerError(Exception):
     """Base class of every error the controller raises on purpose."""
@@ -50,7 +56,7 @@ class UpdateError:
 
     @property
     def ok(self) -> bool:
-        return self.code == code_pb2.OK
+        return self.code == OK
 
     def __str__(self) -> str:
         return f"#{self.index}: {code_name(self.code)}: {self.message}"
@@ -88,8 +94,8 @@ class P4RuntimeError(ControllerError):
 
     @property
     def is_already_exists_only(self) -> bool:
-        return self.only(code_pb2.ALREADY_EXISTS)
+        return self.only(ALREADY_EXISTS)
 
     @property
     def is_not_found_only(self) -> bool:
-        return self.only(code_pb2.NOT_FOUND)
+        return self.only(NOT_FOUND)

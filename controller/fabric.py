@@ -1,4 +1,5 @@
-"""``FabricController``: the controller of one running fabric -- the API the fabric builder calls.
+"""``FabricController``: the controller of one running fabric -- the API the fabric builder
+(:mod:`topologies.emulation.bringup`) calls.
 
 Usage (what ``make fabric`` and ``tf-ctl serve`` do)::
 
@@ -193,10 +194,10 @@ class FabricController:
                 s = SwitchSession(
                     sw, self.address_of(sw.name), self.config, self.schema, election_id=election
                 )
-                s.client.on_arbitration = lambda arb, s=s: self._on_arbitration(s, arb)  # type: ignore[misc]
+                s.client.on_arbitration = lambda arb, s=s: self._on_arbitration(s, arb)
                 s.client.on_stream_end = lambda why, s=s: setattr(
                     s,
-                    "last_error",  # type: ignore[misc]
+                    "last_error",
                     f"stream ended: {why}",
                 )
                 self.sessions[sw.name] = s
@@ -416,7 +417,7 @@ class FabricController:
             )
             self.telemetry = collector
             for s in self._live():
-                s.client.on_digest = lambda d, s=s: self._on_digest(s, d)  # type: ignore[misc]
+                s.client.on_digest = lambda d, s=s: self._on_digest(s, d)
             for_each(self._live(), lambda s: s.enable_digest(fp.BURST_DIGEST))
             if self.config.telemetry_flush_s > 0:
                 self._flush_thread = threading.Thread(

@@ -18,6 +18,7 @@ would not match at the receiver anyway (nothing listens there; the point is the 
 from __future__ import annotations
 
 import errno
+import functools
 import socket
 import threading
 import time
@@ -52,10 +53,6 @@ class IncastPlan:
     bytes_per_flow: int
     datagram_bytes: int
     udp_port: int = DISCARD_PORT
-
-    @property
-    def datagrams_per_flow(self) -> int:
-        return -(-self.bytes_per_flow // self.datagram_bytes)
 
 
 @dataclass(frozen=True)
@@ -140,7 +137,7 @@ def run_incast(
             pid = host_pids.get(flow.src)
             if pid is None:
                 raise CommandError(f"no pid for host {flow.src} in the fabric state")
-            socks.append(in_netns_of(pid, lambda f=flow: _open_socket(f, plan.udp_port)))  # type: ignore[misc]
+            socks.append(in_netns_of(pid, functools.partial(_open_socket, flow, plan.udp_port)))
         payload = bytes(plan.datagram_bytes)
         barrier = threading.Barrier(len(socks) + 1)
         sent = [0] * len(socks)

@@ -33,13 +33,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol, cast
 
 import grpc
-from google.rpc import code_pb2, status_pb2
+from google.rpc import status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.errors import FabricUnavailable, P4RuntimeError, UpdateError
+from controller.errors import NOT_FOUND, OK, UNKNOWN, FabricUnavailable, P4RuntimeError, UpdateError
 
 DETAILS_KEY = "grpc-status-details-bin"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -85,13 +86,16 @@ class Arbitration:
 
     @property
     def no_primary(self) -> bool:
-        return self.code == code_pb2.NOT_FOUND
+        return self.code == NOT_FOUND
 
 
 def decode_details(err: grpc.RpcError) -> tuple[UpdateError, ...]:
     """The per-update errors of a failed RPC (empty without a details trailer)."""
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
-    for key, value in trailers or ():
+    # grpc-stubs types the entries as objects with .key and .value; grpc gives (key, value)
+    # tuples (named tuples at most): unpack them as the tuples they are.
+    metadata = cast("Sequence[tuple[str, str | bytes]]", trailers or ())
+    for key, value in metadata:
         if key != DETAILS_KEY:
             continue
         status = status_pb2.Status()
@@ -105,7 +109,7 @@ def decode_details(err: grpc.RpcError) -> tuple[UpdateError, ...]:
             if detail.Unpack(e):
                 out.append(UpdateError(i, e.canonical_code, e.message, e.space))
             else:
-                out.append(UpdateError(i, code_pb2.UNKNOWN, f"detail of type {detail.type_url}"))
+                out.append(UpdateError(i, UNKNOWN, f"detail of type {detail.type_url}"))
         return tuple(out)
     return ()
 
@@ -116,6 +120,14 @@ def rpc_error(operation: str, err: grpc.RpcError) -> P4RuntimeError:
     return P4RuntimeError(
         operation, code.name if code else "UNKNOWN", details or "", decode_details(err)
     )
+
+
+class StreamCall(Protocol):
+    """A ``StreamChannel`` call: the server's messages, and a way to end it."""
+
+    def __iter__(self) -> Iterator[p4runtime_pb2.StreamMessageResponse]: ...
+
+    def cancel(self) -> bool: ...
 
 
 class P4RuntimeClient:
@@ -134,7 +146,7 @@ class P4RuntimeClient:
         self._channel: grpc.Channel | None = None
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] | None = None
-        self._call: grpc.Future | None = None
+        self._call: StreamCall | None = None
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
         self._arb_seq = 0
@@ -233,7 +245,7 @@ class P4RuntimeClient:
             for msg in call:
                 self._dispatch(msg)
         except grpc.RpcError as e:
-            reason = f"{e.code().name if e.code() else 'UNKNOWN'}: {e.details()}"  # type: ignore[attr-defined]
+            reason = f"{e.code().name if e.code() else 'UNKNOWN'}: {e.details()}"
         finally:
             with self._cond:
                 self._stream_open = False
@@ -251,7 +263,7 @@ class P4RuntimeClient:
                     else None
                 )
                 arb = Arbitration(
-                    upd.status.code == code_pb2.OK, upd.status.code, highest, upd.status.message
+                    upd.status.code == OK, upd.status.code, highest, upd.status.message
                 )
                 with self._cond:
                     self.arbitration = arb

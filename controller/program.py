@@ -61,12 +61,10 @@ TX_DROPS = "tx_drops"
 ECN_MARKS = "FabricEgress.ecn_marks"
 TRIMS = "FabricEgress.trims"
 DROP_REASONS = "drop_reasons"  # indexed by reason
-BURST_REPORTS_LOST = "burst_reports_lost"
 PORT_COUNTERS = (PORT_RX, PORT_TX, RX_DROPS, TX_DROPS, ECN_MARKS, TRIMS)
 
 # digest and controller headers
 BURST_DIGEST = "burst_digest_t"
-BURST_FIELDS = ("port", "start_us", "end_us", "peak_qdepth", "packets")
 PACKET_OUT = "packet_out"
 PACKET_IN = "packet_in"
 

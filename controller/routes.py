@@ -123,11 +123,12 @@ def ecmp_entries(
     spine -> remote leaf) are up; when none is, it keeps all of them (the entries stay valid and
     ``port_state`` drops the traffic).
     """
-    uplinks = [
-        p
+    spines = {
+        p: end
         for p in sorted(sw.ports)
-        if wiring.peer(sw.name, p) is not None and not wiring.peer(sw.name, p).is_host
-    ]  # type: ignore[union-attr]
+        if (end := wiring.peer(sw.name, p)) is not None and not end.is_host
+    }  # uplink -> the spine's end
+    uplinks = list(spines)
     if not uplinks:
         return []
     out: list[Entity] = [
@@ -141,9 +142,8 @@ def ecmp_entries(
     ]
     for remote in leaves:
         members = []
-        for port in uplinks:
-            end = wiring.peer(sw.name, port)
-            assert end is not None and end.port is not None
+        for port, end in spines.items():
+            assert end.port is not None
             down_port = wiring.port_toward(end.name, remote.name)
             if down_port is None:
                 continue
@@ -153,12 +153,8 @@ def ecmp_entries(
         if not members:
             members = [
                 p
-                for p in uplinks
-                if wiring.port_toward(
-                    wiring.peer(sw.name, p).name,  # type: ignore[union-attr]
-                    remote.name,
-                )
-                is not None
+                for p, end in spines.items()
+                if wiring.port_toward(end.name, remote.name) is not None
             ]
         group_id = remote.index + 1
         out.append(Group(fp.ECMP_SELECTOR, group_id, tuple(members), max_size=len(uplinks)))

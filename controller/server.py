@@ -22,6 +22,7 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,12 @@ def parse_request(line: bytes) -> list[str]:
     return argv
 
 
-def execute(ctl: FabricController, line: bytes, emit: Any, alive: Any = None) -> dict[str, Any]:
+def execute(
+    ctl: FabricController,
+    line: bytes,
+    emit: Callable[[str], None] | None,
+    alive: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Run one request line; the final reply (streamed lines go to ``emit``)."""
     try:
         argv = parse_request(line)

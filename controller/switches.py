@@ -244,7 +244,7 @@ class SwitchSession:
 
     def digest_name(self, digest_id: int) -> str | None:
         try:
-            return self.need_schema().digest(digest_id).preamble.name
+            return str(self.need_schema().digest(digest_id).preamble.name)
         except SchemaError:
             return None
 
@@ -279,4 +279,4 @@ def for_each(
         for name, e in errors[1:]:
             first.add_note(f"also {name}: {e}")
         raise first
-    return {n: r for n, r in results.items() if not isinstance(r, Exception)}  # type: ignore[misc]
+    return {n: r for n, r in results.items() if not isinstance(r, Exception)}

@@ -16,8 +16,9 @@ import csv
 import queue
 import threading
 import time
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import TextIO
 
 CSV_COLUMNS = ("switch", "port", "start_us", "end_us", "peak_qdepth", "packets")
 
@@ -33,10 +34,6 @@ class BurstRecord:
     peak_qdepth: int
     packets: int
     received_unix_s: float = 0.0
-
-    @property
-    def duration_us(self) -> int:
-        return self.end_us - self.start_us
 
     def row(self) -> tuple[object, ...]:
         return astuple(self)[: len(CSV_COLUMNS)]
@@ -54,9 +51,6 @@ class BurstRecord:
         )
 
 
-RECORD_FIELDS = tuple(f.name for f in fields(BurstRecord))
-
-
 class TelemetryCollector:
     """Collects burst records into a CSV file, a bounded in-memory log and watcher queues."""
 
@@ -65,8 +59,7 @@ class TelemetryCollector:
         self._lock = threading.Lock()
         self._recent: collections.deque[BurstRecord] = collections.deque(maxlen=recent)
         self._watchers: list[queue.Queue[BurstRecord]] = []
-        self._file = None
-        self._writer: csv.writer | None = None  # type: ignore[valid-type]
+        self._file: TextIO | None = None
         self.total = 0
         self.closed = False
 
@@ -76,9 +69,8 @@ class TelemetryCollector:
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
         self._file = self.csv_path.open("a", newline="")
-        self._writer = csv.writer(self._file)
         if new:
-            self._writer.writerow(CSV_COLUMNS)
+            csv.writer(self._file).writerow(CSV_COLUMNS)
             self._file.flush()
 
     def add(self, records: list[BurstRecord]) -> None:
@@ -89,9 +81,8 @@ class TelemetryCollector:
             if self.closed:
                 return
             self._open()
-            if self._writer is not None and self._file is not None:
-                for r in records:
-                    self._writer.writerow(r.row())
+            if self._file is not None:
+                csv.writer(self._file).writerows(r.row() for r in records)
                 self._file.flush()
             self._recent.extend(records)
             self.total += len(records)
@@ -133,4 +124,3 @@ class TelemetryCollector:
             if self._file is not None:
                 self._file.close()
                 self._file = None
-                self._writer = None

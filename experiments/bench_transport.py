@@ -17,9 +17,9 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import IO, Any
+from typing import IO, TypedDict, Unpack
 
-from experiments.hosts import HostProcess, read_running_state
+from experiments.hosts import FABRIC_MESSAGE, STATE_FILE, HostProcess, read_running_state
 from host.bench import DEFAULT_SIZES, TRANSPORTS, BenchRow, loopback_bench, write_csv
 from host.errors import FabricNotRunning, TransportError
 from host.stream_agent import RunSpec, host_args
@@ -27,7 +27,6 @@ from topologies.emulation.bringup import own_fabric
 from topologies.emulation.mnfabric import FabricNetError
 from topologies.model import Fabric, FabricSpec
 
-FABRIC_MESSAGE = "needs a running fabric (make fabric-up)"
 FABRIC_SIZES = (4 * 1024, 64 * 1024, 1024 * 1024)
 FABRIC_GOODPUT_BYTES = 2 * 1024 * 1024
 FABRIC_MCT_MESSAGES = 10
@@ -60,7 +59,7 @@ def fabric_bench(
     Raises:
         FabricNotRunning: no fabric is up there.
     """
-    state = read_running_state(topology)
+    state = read_running_state(pathlib.Path(topology).with_name(STATE_FILE.name))
     fabric = Fabric.load(topology)
     if dst is None:
         leaf = fabric.host(src).leaf_index
@@ -68,8 +67,8 @@ def fabric_bench(
             (h.name for h in fabric.hosts if h.leaf_index != leaf),
             next(h.name for h in fabric.hosts if h.name != src),
         )
-    pids = {h: int(d["pid"]) for h, d in state["hosts"].items()}
-    capacity = float(state.get("link_mbps") or fabric.spec.link_mbps) * fabric.spec.planes
+    pids = state.hosts
+    capacity = (state.link_mbps or fabric.spec.link_mbps) * fabric.spec.planes
     rows: list[BenchRow] = []
     for transport in transports:
         if transport not in TRANSPORTS:
@@ -118,8 +117,20 @@ def _describe(row: BenchRow) -> str:
     )
 
 
+class FabricBenchOptions(TypedDict, total=False):
+    """:func:`fabric_bench`'s settings that :func:`auto_fabric_bench` passes on."""
+
+    src: str
+    dst: str | None
+    transports: Sequence[str]
+    sizes: Sequence[int]
+    depth: int
+    goodput_bytes: int
+    mct_messages: int
+
+
 def auto_fabric_bench(
-    results_dir: str, *, link_mbps: float = FABRIC_LINK_MBPS, **kw: Any
+    results_dir: str, *, link_mbps: float = FABRIC_LINK_MBPS, **kw: Unpack[FabricBenchOptions]
 ) -> list[BenchRow]:
     """:func:`fabric_bench` on the fabric of ``make fabric-up`` if one runs, else on a default
     fabric brought up (and stopped) for it.
@@ -127,13 +138,12 @@ def auto_fabric_bench(
     Raises:
         FabricNotRunning: none runs and none can be brought up (not root, another one busy).
     """
-    topology = pathlib.Path(results_dir) / "fabric" / "topology.json"
     try:
-        read_running_state(topology)
+        read_running_state(pathlib.Path(results_dir) / STATE_FILE)
     except FabricNotRunning:
         pass
     else:
-        return fabric_bench(topology, **kw)
+        return fabric_bench(pathlib.Path(results_dir) / "fabric" / "topology.json", **kw)
     if os.geteuid() != 0:
         raise FabricNotRunning(f"{FABRIC_MESSAGE}, or run as root to bring one up")
     log_path = pathlib.Path(results_dir) / "bench_transport_fabric.log"
@@ -174,12 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     transports = [t for t in args.transports.split(",") if t]
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    fabric_kw: dict[str, Any] = {
-        "transports": transports,
-        "depth": args.depth,
-        "sizes": [int(s) for s in args.fabric_sizes.split(",") if s],
-        "goodput_bytes": args.fabric_goodput_kbytes * 1024,
-    }
+    fabric_kw = FabricBenchOptions(
+        transports=transports,
+        depth=args.depth,
+        sizes=[int(s) for s in args.fabric_sizes.split(",") if s],
+        goodput_bytes=args.fabric_goodput_kbytes * 1024,
+    )
     rows: list[BenchRow] = []
     try:
         if args.fabric and args.fabric != "auto":

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
+import numpy
+
 from experiments.mrc_fabric import (
     PAYLOAD_EFFICIENCY,
     ExperimentOutputs,
@@ -51,7 +53,6 @@ from experiments.mrc_fabric import (
     add_fabric_args,
     load_1m,
     own_fabric,
-    percentile,
     read_csv,
     start_all,
     start_hosts,
@@ -84,6 +85,9 @@ FLOW_HEADER = (
     "rto_events",
     "rehashes",
 )
+MCT_PERCENTILES = (50, 90, 99, 100)
+"""The percentiles of the ``mct_p50_ms``, ``mct_p90_ms``, ``mct_p99_ms`` and ``mct_max_ms``
+columns (``numpy.percentile``, linear interpolation)."""
 SUMMARY_HEADER = (
     "transport",
     "cc",
@@ -281,7 +285,7 @@ def analyse(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[
     col = {name: i for i, name in enumerate(FLOW_HEADER)}
 
     def col_sum(name: str) -> int:
-        return sum(int(r[col[name]]) for r in rows)  # type: ignore[call-overload]
+        return sum(int(str(r[col[name]])) for r in rows)
 
     rows.append(
         (
@@ -342,9 +346,11 @@ def _progress(
 
 
 def _pcts(mct: Sequence[float]) -> tuple[object, ...]:
+    """The ``mct_p50_ms`` .. ``mct_max_ms`` columns: numpy's percentiles (linear
+    interpolation), blank when no message completed."""
     if not mct:
-        return ("", "", "", "")
-    return tuple(round(percentile(mct, q), 1) for q in (0.5, 0.9, 0.99, 1.0))
+        return ("",) * len(MCT_PERCENTILES)
+    return tuple(round(float(v), 1) for v in numpy.percentile(mct, MCT_PERCENTILES))
 
 
 def summarize(

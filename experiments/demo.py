@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import pathlib
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -106,7 +107,7 @@ def summary(results: dict[tuple[str, LossPolicy], JobResult], network: str, wall
     ev = {e.kind: e.round for e in d.job.events}
     drows, frows = d.rows(), f.rows()
     b, x = ev[EventKind.BURST], ev[EventKind.FAIL_PLANE]
-    calm = sorted(r.latency_ms for r in drows[x - 10 : x])
+    calm = [r.latency_ms for r in drows[x - 10 : x]]
     lines = [
         "",
         f"DBLP over MRC on the {network}: digits MLP, 3 workers + 1 parameter server, "
@@ -117,7 +118,7 @@ def summary(results: dict[tuple[str, LossPolicy], JobResult], network: str, wall
         f"{drows[b].latency_ms:>12.0f}{frows[b].latency_ms:>12.0f}",
         f"{f'plane {FAIL_PLANE} fails at round {x}, ms':34}"
         f"{drows[x].latency_ms:>12.0f}{frows[x].latency_ms:>12.0f}"
-        f"   (median of the 10 rounds before: {calm[len(calm) // 2]:.0f} ms)",
+        f"   (median of the 10 rounds before: {statistics.median(calm):.0f} ms)",
         f"{'training time, s':34}{d.total_s:>12.1f}{f.total_s:>12.1f}",
         f"{'final test accuracy':34}{d.final_metric:>12.3f}{f.final_metric:>12.3f}",
         "",

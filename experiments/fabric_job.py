@@ -24,17 +24,23 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import IO, Any
 
+from experiments.hosts import (
+    STATE_FILE,
+    FabricState,
+    read_running_state,
+    send_line,
+    start_in_host,
+)
 from host.dblp.errors import RoundFailed
+from host.errors import FabricNotRunning
 from host.train.job import Collective, JobSpec
 from host.train.loop import EvalPoint, NetworkActions, ServerRecord, WorkerResult, WorkerRound
 from host.train.records import read_records
 from host.train.run import JobResult
 from topologies.model import Fabric
 
-STATE_FILE = pathlib.Path("fabric") / "state.json"
 AGENT_START_TIMEOUT_S = 120.0
 
 
@@ -42,36 +48,16 @@ class FabricNotReady(RuntimeError):
     """No running, verified fabric (the message says how to start one)."""
 
 
-@dataclass(frozen=True)
-class FabricState:
-    topology: pathlib.Path
-    p4info: str | None
-    hosts: dict[str, int]  # host name -> pid of its Mininet shell
-    link_mbps: float
-
-
 def load_state(results: str | pathlib.Path = "results") -> FabricState:
-    """The running fabric of ``results/fabric/state.json``.
+    """The running fabric of ``<results>/fabric/state.json`` (:func:`read_running_state`).
 
     Raises:
         FabricNotReady: no state file, not ready, or its hosts are gone.
     """
-    path = pathlib.Path(results) / STATE_FILE
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise FabricNotReady(
-            f"no running fabric ({path}: {e}); start one with make fabric-up"
-        ) from e
-    if not doc.get("ready"):
-        raise FabricNotReady(f"the fabric of {path} is not ready")
-    hosts = {str(k): int(v["pid"]) for k, v in doc.get("hosts", {}).items()}
-    dead = [h for h, pid in hosts.items() if not os.path.exists(f"/proc/{pid}")]
-    if not hosts or dead:
-        raise FabricNotReady(f"the fabric of {path} is gone (hosts {dead or 'none'})")
-    return FabricState(
-        pathlib.Path(doc["topology"]), doc.get("p4info"), hosts, float(doc.get("link_mbps", 0.0))
-    )
+        return read_running_state(pathlib.Path(results) / STATE_FILE)
+    except FabricNotRunning as e:
+        raise FabricNotReady(str(e)) from e
 
 
 class ControllerActions(NetworkActions):
@@ -134,16 +120,7 @@ class AgentProcess:
 
     def __init__(self, name: str, pid: int, args: list[str], log: IO[bytes]) -> None:
         self.name = name
-        mnexec = shutil.which("mnexec")
-        enter = [mnexec, "-a", str(pid)] if mnexec else ["nsenter", "-t", str(pid), "-n", "--"]
-        self.proc = subprocess.Popen(
-            [*enter, sys.executable, "-m", "host.train_agent", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            bufsize=1,
-        )
+        self.proc = start_in_host(pid, "host.train_agent", args, log)
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, name=f"agent-{name}", daemon=True).start()
 
@@ -159,12 +136,7 @@ class AgentProcess:
         self.events.put(None)  # exited
 
     def answer(self, **msg: object) -> None:
-        if self.proc.stdin is not None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps(msg) + "\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
+        send_line(self.proc, msg)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import itertools
 import pathlib
 import sys
@@ -64,6 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from controller.fabric import FabricController
 from experiments.mrc_fabric import (
     ExperimentOutputs,
     FabricBusy,
@@ -185,8 +187,11 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
     out_dir = p.run_dir / f"{transport}_{run}"
     planes = up.net.fabric.spec.planes
     rate = p.load_fraction * planes * p.fabric.goodput_capacity_mbps
-    common = dict(
-        transport=transport,
+    receiver = RunSpec(
+        topo,
+        p.dst,
+        transport,
+        expect=1,
         msg_bytes=p.msg_bytes,
         depth=p.depth,
         duration_s=p.duration_s,
@@ -195,10 +200,7 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
         plain_cc=p.plain_cc,
         rate_mbps=rate,
     )
-    specs = [
-        RunSpec(topo, p.dst, expect=1, **common),  # type: ignore[arg-type]
-        RunSpec(topo, p.src, send_to=(p.dst,), **common),
-    ]  # type: ignore[arg-type]
+    specs = [receiver, dataclasses.replace(receiver, host=p.src, expect=0, send_to=(p.dst,))]
     with (p.run_dir / f"{transport}_{run}.log").open("wb") as log:
         procs = start_hosts(up, specs, log)
         try:
@@ -212,7 +214,7 @@ def run_transport(up: BringUp, p: FailoverParams, transport: str, run: int = 0) 
             plane = p.mrc_plane if transport == "mrc" or len(used) != 1 else int(used[0])
             time.sleep(max(0.0, at + p.fail_at_s - time.monotonic()))
             ctl = up.controller
-            assert ctl is not None
+            assert isinstance(ctl, FabricController)  # own_fabric's controller
             t0 = time.monotonic()
             ctl.run_command(["fail", "plane", str(plane)])
             t1 = time.monotonic()

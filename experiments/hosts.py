@@ -1,9 +1,10 @@
 """Processes inside the hosts of a running fabric, driven from the root namespace.
 
-:func:`read_running_state` finds the fabric of ``make fabric-up`` (or of
-:func:`topologies.emulation.bringup.own_fabric`) through its state file; :class:`HostProcess`
-runs ``python -m host.stream_agent`` in one host's namespace (``mnexec -a <host pid>``), reads
-its JSON-line events and sends it commands.
+:func:`read_running_state` reads and checks the state file of the fabric of ``make fabric-up``
+(or of :func:`topologies.emulation.bringup.own_fabric`): the one reader for every experiment.
+:func:`start_in_host` runs ``python -m <module>`` in one host's namespace (``mnexec -a <host
+pid>``) with JSON lines on its stdin and stdout; :class:`HostProcess` drives
+:mod:`host.stream_agent` that way, reading its events and sending it commands.
 """
 
 from __future__ import annotations
@@ -11,58 +12,114 @@ from __future__ import annotations
 import json
 import pathlib
 import queue
+import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from host.errors import FabricNotRunning, TransportError
 
+STATE_FILE = pathlib.Path("fabric") / "state.json"
+"""A fabric's state file, relative to its results directory."""
+FABRIC_MESSAGE = "needs a running fabric (make fabric-up)"
 
-def read_running_state(topology: str | pathlib.Path) -> dict[str, Any]:
-    """The ``state.json`` next to ``topology`` of a fabric that is up and verified.
+
+@dataclass(frozen=True)
+class FabricState:
+    """What the experiments use of a running fabric's ``state.json``."""
+
+    topology: pathlib.Path
+    """Its ``topology.json``."""
+    p4info: str | None
+    """The P4Info of the program on its switches (None: the state file does not say)."""
+    hosts: Mapping[str, int]
+    """Host name -> pid of the host's Mininet shell (whose namespaces a host process joins)."""
+    link_mbps: float
+    """The switches' queue drain rate (0.0: the state file does not say)."""
+
+
+def read_running_state(path: str | pathlib.Path) -> FabricState:
+    """The fabric whose state file is ``path`` (``<results>/``:data:`STATE_FILE`), up and verified.
 
     Raises:
         FabricNotRunning: no state file, not ready, or its host processes are gone.
     """
-    path = pathlib.Path(topology).parent / "state.json"
+    path = pathlib.Path(path)
     try:
-        state = dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        raise FabricNotRunning(f"needs a running fabric (make fabric-up): no {path}") from None
-    if not state.get("ready"):
+        doc = json.loads(path.read_text())
+    except OSError:
+        raise FabricNotRunning(f"{FABRIC_MESSAGE}: no {path}") from None
+    except ValueError as e:
+        raise FabricNotRunning(f"{FABRIC_MESSAGE}: {path} is not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise FabricNotRunning(f"{FABRIC_MESSAGE}: {path} is not a fabric state file")
+    if not doc.get("ready"):
         raise FabricNotRunning(f"the fabric of {path} is not ready yet")
-    dead = [
-        h
-        for h, d in state.get("hosts", {}).items()
-        if not pathlib.Path(f"/proc/{d['pid']}").exists()
-    ]
-    if dead or not state.get("hosts"):
+    try:
+        hosts = {str(name): int(h["pid"]) for name, h in doc.get("hosts", {}).items()}
+        state = FabricState(
+            pathlib.Path(doc["topology"]),
+            doc.get("p4info"),
+            hosts,
+            float(doc.get("link_mbps") or 0.0),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise FabricNotRunning(f"{path} is not a fabric state file ({e!r})") from None
+    dead = [name for name, pid in hosts.items() if not pathlib.Path(f"/proc/{pid}").exists()]
+    if dead or not hosts:
         raise FabricNotRunning(f"the fabric of {path} is gone (hosts {dead or 'none'})")
     return state
+
+
+def start_in_host(
+    host_pid: int, module: str, args: Sequence[str], stderr: IO[bytes] | None = None
+) -> subprocess.Popen[str]:
+    """``python -m <module> ARGS`` in the namespaces of the host shell ``host_pid``.
+
+    It enters with Mininet's ``mnexec -a``, or util-linux ``nsenter -n`` where Mininet is
+    missing; its stdin and stdout are line-buffered text pipes, its stderr goes to ``stderr``
+    (None: discarded).
+    """
+    mnexec = shutil.which("mnexec")
+    enter = (
+        [mnexec, "-a", str(host_pid)] if mnexec else ["nsenter", "-t", str(host_pid), "-n", "--"]
+    )
+    return subprocess.Popen(
+        [*enter, sys.executable, "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )
+
+
+def send_line(proc: subprocess.Popen[str], msg: Mapping[str, object]) -> None:
+    """``msg`` as one JSON line on ``proc``'s stdin; nothing once it has exited."""
+    if proc.stdin is not None and proc.poll() is None:
+        try:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # it exited meanwhile: its stdout reader reports the end
 
 
 class HostProcess:
     """``python -m host.stream_agent ARGS`` inside a fabric host's namespace (context manager).
 
     Args:
-        host_pid: the Mininet host's shell pid (``state["hosts"][name]["pid"]``).
+        host_pid: the Mininet host's shell pid (:attr:`FabricState.hosts`).
         args: the command line after ``python -m host.stream_agent``.
         log: where its stderr goes.
     """
 
     def __init__(self, host_pid: int, args: Sequence[str], log: IO[bytes] | None = None) -> None:
-        cmd = ["mnexec", "-a", str(host_pid), sys.executable, "-m", "host.stream_agent", *args]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log if log is not None else subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-        )
+        self.name = " ".join([sys.executable, "-m", "host.stream_agent", *args[:1]])
+        self.proc = start_in_host(host_pid, "host.stream_agent", args, log)
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -80,7 +137,7 @@ class HostProcess:
         if not line:
             self._lines.put(line)  # keep reporting the end to later calls
             raise TransportError(
-                f"host process {' '.join(self.proc.args[3:7])} said nothing "
+                f"host process {self.name} said nothing "
                 f"for {timeout_s:g} s (exit status {self.proc.poll()})"
             )
         ev = dict(json.loads(line))
@@ -101,12 +158,7 @@ class HostProcess:
                 return ev
 
     def command(self, **cmd: object) -> None:
-        if self.proc.stdin is not None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps(cmd) + "\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
+        send_line(self.proc, cmd)
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, Any] | None:
         """Tell it to stop; its ``done`` event (None if it ended without one)."""

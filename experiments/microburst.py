@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import math
 import pathlib
 import random
@@ -33,7 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from experiments.fabric_job import FabricNotReady, FabricSession, FabricState, fabric_available
+from experiments.fabric_job import FabricNotReady, FabricSession, fabric_available
+from experiments.hosts import FabricState
 from host.dblp.config import LossPolicy
 from host.dblp.errors import RoundFailed
 from host.train.job import EventKind, JobEvent, JobSpec
@@ -50,12 +52,15 @@ PAPER = {
 POLICIES = (LossPolicy.DBLP, LossPolicy.FIXED, LossPolicy.RELIABLE)
 BURST_LEVELS_PCT = (60.0, 70.0, 80.0, 90.0)
 
-TASK_SETTINGS: dict[str, dict[str, object]] = {
-    "digits-mlp": {"rounds": 150, "optimizer": "sgd", "lr": 0.1, "target_metric": 0.90},
-    "digits-cnn": {"rounds": 150, "optimizer": "sgd", "lr": 0.1, "target_metric": 0.90},
-    "chars-transformer": {"rounds": 150, "optimizer": "adam", "lr": 3e-3, "target_metric": 14.0},
+TASK_SETTINGS: dict[str, JobSpec] = {
+    "digits-mlp": JobSpec("digits-mlp", rounds=150, optimizer="sgd", lr=0.1, target_metric=0.90),
+    "digits-cnn": JobSpec("digits-cnn", rounds=150, optimizer="sgd", lr=0.1, target_metric=0.90),
+    "chars-transformer": JobSpec(
+        "chars-transformer", rounds=150, optimizer="adam", lr=3e-3, target_metric=14.0
+    ),
 }
-"""Per task: rounds, optimizer and the target metric of "time to target"."""
+"""Per task: rounds, optimizer and the target metric of "time to target" (the job of every
+policy and burst schedule starts from these)."""
 
 
 Runner = Callable[[JobSpec], JobResult]
@@ -364,17 +369,17 @@ def run_experiment(
 ) -> dict[tuple[str, LossPolicy], JobResult]:
     results: dict[tuple[str, LossPolicy], JobResult] = {}
     for task in tasks:
-        settings = dict(TASK_SETTINGS[task])
+        settings = TASK_SETTINGS[task]
         if rounds is not None:
-            settings["rounds"] = rounds
-        n = int(settings["rounds"])  # type: ignore[call-overload]
+            settings = dataclasses.replace(settings, rounds=rounds)
+        n = settings.rounds
         events = burst_schedule(n, levels, seed)
         log(
             f"{task}: {n} rounds, bursts "
             + ", ".join(f"{e.value:g} % at round {e.round}" for e in events)
         )
         for pol in policies:
-            job = JobSpec(task=task, policy=pol, seed=seed, events=events, **settings)  # type: ignore[arg-type]
+            job = dataclasses.replace(settings, policy=pol, seed=seed, events=events)
             t0 = time.monotonic()
             res = runner(job)
             results[(task, pol)] = res

@@ -2,11 +2,11 @@
 
 ``make exp-failover`` (:mod:`experiments.failover`) and ``make exp-collisions``
 (:mod:`experiments.collisions`) each bring a fabric up with :func:`own_fabric`
-(:func:`topologies.emulation.bringup.own_fabric`: refused while another fabric runs on this machine,
-interface names are fixed), start one
-:class:`experiments.hosts.HostProcess` per host taking part (:func:`start_hosts`), release them
-at one instant of the shared monotonic clock (:func:`start_all`), drive the controller, stop
-them and read back what they wrote (:func:`read_csv`). The fabric's state file is the usual
+(:func:`topologies.emulation.bringup.own_fabric`: refused while another fabric runs on this
+machine, interface names are fixed), start one :class:`experiments.hosts.HostProcess` per host
+taking part (:func:`start_hosts`), release them at one instant of the shared monotonic clock
+(:func:`start_all`), drive the controller, stop them and read back what they wrote
+(:func:`read_csv`). The fabric's state file is the usual
 ``<results>/fabric/state.json``, so ``make fabric-up`` refuses to start meanwhile.
 """
 
@@ -32,7 +32,6 @@ __all__ = [
     "start_hosts",
     "stop_all",
     "write_csv",
-    "percentile",
     "load_1m",
     "PAYLOAD_EFFICIENCY",
 ]
@@ -132,8 +131,8 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
 
 @contextlib.contextmanager
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
-    """:func:`topologies.emulation.bringup.own_fabric` for ``params``, with its ECN and trimming thresholds
-    set."""
+    """:func:`topologies.emulation.bringup.own_fabric` for ``params``, with its ECN and trimming
+    thresholds set."""
     with bringup.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
         if params.ecn_packets is not None and up.controller is not None:
             up.controller.run_command(["ecn", str(params.ecn_packets)])
@@ -195,12 +194,6 @@ def write_csv(
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(rows)
-
-
-def percentile(xs: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
 def load_1m() -> float:

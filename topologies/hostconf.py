@@ -12,8 +12,11 @@ Mininet build runs inside the host's namespace. For NIC ``p`` of host ``h`` (``h
 * ``2001:db8:<p>::/48`` via that next hop (the ECMP baseline), and the other hosts' plane-``p``
   NIC addresses ``fcbb:bb00:<nic>::/48`` (plain forwarding to NIC addresses: the fabric routes
   them when the controller installs NIC routes beyond the local leaf);
-* no DAD, no router solicitations, no RAs, no forwarding; offloads off (a software switch on
-  packet sockets must see finished checksums and MTU-sized frames).
+* no DAD, no router solicitations, no RAs, no forwarding;
+* offloads off on every NIC (:attr:`HostConfig.ifnames`): a software switch on packet sockets
+  must see finished checksums and MTU-sized frames. The script does not do this: the emulation
+  turns them off with an ioctl from a thread inside the host's namespace
+  (:func:`topologies.emulation.mnfabric.configure_hosts`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ HOST_SYSCTLS = (
     ("forwarding", 0),
     ("disable_ipv6", 0),
 )
-ETHTOOL_OFF = ("rx", "tx", "sg", "tso", "gso", "gro")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class HostConfig:
     """The network configuration of one host, in the order it is applied."""
 
     host: str
-    ifnames: tuple[str, ...]
+    ifnames: tuple[str, ...]  # the NICs: brought up, and their offloads turned off
     sysctls: tuple[tuple[str, int], ...]  # (dotted key, value)
     addresses: tuple[tuple[str, str], ...]  # (ifname, cidr)
     neighbours: tuple[Neighbour, ...]
@@ -116,14 +118,14 @@ def ip_batch(cfg: HostConfig) -> str:
 
 
 def shell_script(cfg: HostConfig) -> str:
-    """A ``sh`` script that applies ``cfg`` inside the host's namespace (one ``ip`` process).
+    """A ``sh`` script that applies ``cfg`` inside the host's namespace (one ``ip`` process):
+    sysctls, then links, addresses, neighbours and routes. Offloads are not in it (see the
+    module docstring).
 
     Sysctls are written with shell redirections (no child process); a failing step stops the
     script with a non-zero status and the failing command on stderr.
     """
     lines = ["set -e"]
     lines += [f"echo {value} > /proc/sys/{key.replace('.', '/')}" for key, value in cfg.sysctls]
-    off = " ".join(f"{feature} off" for feature in ETHTOOL_OFF)
-    lines += [f"ethtool -K {ifname} {off} >/dev/null" for ifname in cfg.ifnames]
     lines += ["ip -batch - <<'EOF'", ip_batch(cfg).rstrip("\n"), "EOF"]
     return "\n".join(lines) + "\n"

@@ -102,7 +102,7 @@ class FabricScale:
 
 def max_hosts(radix: int, tiers: int) -> int:
     """Hosts a non-blocking folded Clos of ``tiers`` tiers of ``radix``-port switches reaches."""
-    return 2 * (radix // 2) ** tiers
+    return 2 * int((radix // 2) ** tiers)  # int ** int is typed Any (a negative power is a float)
 
 
 def tiers_for(hosts: int, radix: int) -> int:
@@ -195,9 +195,9 @@ def scale(spec: ScaleSpec) -> ScaleReport:
     one = dict(
         planes=1, link_gbps=spec.nic_gbps, breakout=spec.port_gbps // spec.nic_gbps, nic_ports=1
     )
-    two = clos("1 plane, 2 tiers", max_hosts(k1, 2), k1, 2, **one)  # type: ignore[arg-type]
+    two = clos("1 plane, 2 tiers", max_hosts(k1, 2), k1, 2, **one)
     t = tiers_for(hosts, k1)
-    same = clos(f"1 plane, {t} tiers", hosts, k1, t, **one)  # type: ignore[arg-type]
+    same = clos(f"1 plane, {t} tiers", hosts, k1, t, **one)
     return ScaleReport(spec, multi, two, same)
 
 

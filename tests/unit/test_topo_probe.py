@@ -132,7 +132,7 @@ def test_fork_server_starts_tf_switch_processes_and_stops_them(tmp_path: Path) -
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.02)
         assert Path(f"/proc/{pid}/comm").read_text().strip() == "tf-switch"
-    assert not cleanup._alive(pid)
+    assert not cleanup.process_alive(pid)
     assert "tf-switch ready" in log.read_text()
 
 

@@ -1,12 +1,13 @@
 """Bring-up time of a fabric: start -> every path verified, over a few runs (``make bench-fabric``).
 
-Each run brings the fabric up with :func:`topologies.emulation.bringup.bring_up` (Mininet, switches,
-pipeline push, routes, all-pairs all-paths check), records the phase times, and tears it down
-(timed too). ``--cold`` removes the compiled program before the first run, so that run includes
+Each run brings the fabric up with :func:`topologies.emulation.bringup.bring_up` (Mininet,
+switches, pipeline push, routes, all-pairs all-paths check), records the phase times, and tears
+it down (timed too). ``--cold`` removes the compiled program before the first run, so that run includes
 the P4 build. Writes one CSV row per run (``results/bench_fabric.csv``) and prints the medians.
 
-    python -m topologies.emulation.bench_bringup [--runs 5] [--planes 2 --leaves 2 --spines 2 --hosts 2]
-                                       [--launch fork|exec] [--cold] [--out results/bench_fabric.csv]
+    python -m topologies.emulation.bench_bringup [--runs 5]
+        [--planes 2 --leaves 2 --spines 2 --hosts 2] [--launch fork|exec] [--cold]
+        [--out results/bench_fabric.csv]
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cold:
         for suffix in ("tfp4.json", "p4info.txtpb"):
             Path(options.build_dir, f"fabric.{suffix}").unlink(missing_ok=True)
-    rows = []
+    rows: list[dict[str, str | float]] = []
     for run in range(1, args.runs + 1):
         up = bring_up(fabric, options)
         t = time.perf_counter()
         up.stop()
         teardown = time.perf_counter() - t
         s = fabric.spec
-        row: dict[str, object] = {
+        row: dict[str, str | float] = {  # int and bool values are floats to the type checker
             "run": run,
             "target": args.target,
             "launch": args.launch,
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     med = {
         c: statistics.median(float(r[c]) for r in warm)
         for c in (*(f"{p}_s" for p in PHASES), "total_s")
-    }  # type: ignore[arg-type]
+    }
     print(
         f"median of {len(warm)} runs with the program built: total {med['total_s']:.2f} s ("
         + ", ".join(f"{p} {med[f'{p}_s']:.2f}" for p in PHASES)

@@ -27,7 +27,8 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import FrameType
+from typing import Protocol
 
 from controller.fabric import FabricController
 from topologies.emulation import probe
@@ -41,15 +42,15 @@ PHASES = ("mininet", "switches", "program", "pipeline", "routes", "check")
 class RouteController(Protocol):
     """What bring-up needs from a controller (``controller.fabric.FabricController``)."""
 
-    def connect(self) -> Any: ...
+    def connect(self) -> object: ...
 
-    def push_pipeline(self) -> Any: ...
+    def push_pipeline(self) -> object: ...
 
-    def install_routes(self) -> Any: ...
+    def install_routes(self) -> object: ...
 
     def run_command(self, argv: list[str]) -> str: ...
 
-    def close(self) -> Any: ...
+    def close(self) -> object: ...
 
 
 ControllerFactory = Callable[[Fabric, str, str, str], RouteController]
@@ -220,7 +221,7 @@ def busy_reason(results_dir: str = "results") -> str | None:
     return None
 
 
-def _raise_exit(signum: int, frame: Any) -> None:
+def _raise_exit(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 

@@ -7,8 +7,8 @@ In order:
    (switches, the fork server, the controller, host shells) and every process still inside a
    host's network namespace;
 2. with ``everything``: every switch process on the machine (process name ``tf-switch``, a
-   ``switch.daemon`` or ``topologies.emulation.swlaunch`` command line, BMv2's ``simple_switch_grpc``)
-   and every ``tf-ctl serve``;
+   ``switch.daemon`` or ``topologies.emulation.swlaunch`` command line, BMv2's
+   ``simple_switch_grpc``) and every ``tf-ctl serve``;
 3. root-namespace interfaces named like fabric switch ports (``p<plane><l|s><index>-eth<port>``);
 4. Mininet's own leftovers (``mn -c``: host shells, its interfaces) with ``everything``;
 5. the fabric's directory under ``results/`` (state, logs, host scripts, pcaps).
@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from topologies.emulation.probe import netns_of_pid
 
 SWITCH_PORT_RE = re.compile(r"^p\d+[ls]\d+-eth\d+$")
 STRAY_COMMS = ("tf-switch", "simple_switch_gr")  # /proc/<pid>/comm is cut at 15 characters
@@ -56,14 +58,15 @@ def _read(path: str) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (``/proc/<pid>/stat``)."""
     stat = _read(f"/proc/{pid}/stat")
     return bool(stat) and stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _netns_inode(pid: int) -> int | None:
     try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino
+        return os.stat(netns_of_pid(pid)).st_ino
     except OSError:
         return None
 
@@ -71,7 +74,7 @@ def _netns_inode(pid: int) -> int | None:
 def kill_all(pids: Iterable[int], grace_s: float = KILL_GRACE_S) -> list[int]:
     """SIGTERM, wait up to ``grace_s``, SIGKILL; returns the pids that were running."""
     me = os.getpid()
-    targets = sorted({p for p in pids if p != me and p > 1 and _alive(p)})
+    targets = sorted({p for p in pids if p != me and p > 1 and process_alive(p)})
     for p in targets:
         with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGTERM)
@@ -79,7 +82,7 @@ def kill_all(pids: Iterable[int], grace_s: float = KILL_GRACE_S) -> list[int]:
     left = targets
     while left and time.monotonic() < deadline:
         time.sleep(0.02)
-        left = [p for p in left if _alive(p)]
+        left = [p for p in left if process_alive(p)]
     for p in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
@@ -108,7 +111,7 @@ def stray_switch_processes() -> list[int]:
 def stop_runner(state: dict[str, Any], grace_s: float = RUNNER_GRACE_S) -> bool:
     """SIGTERM the process that owns the fabric and wait for it; True if one was running."""
     pid = state.get("runner_pid")
-    if not isinstance(pid, int) or not _alive(pid) or pid == os.getpid():
+    if not isinstance(pid, int) or not process_alive(pid) or pid == os.getpid():
         return False
     cmd = _read(f"/proc/{pid}/cmdline")
     if "topologies" not in cmd and "tf-topo" not in cmd and "pytest" not in cmd:
@@ -119,7 +122,7 @@ def stop_runner(state: dict[str, Any], grace_s: float = RUNNER_GRACE_S) -> bool:
 
 def state_processes(state: dict[str, Any]) -> list[int]:
     """Pids the state file names (switches, fork server, controller, host shells)."""
-    pids: list[Any] = [state.get("launcher_pid")]
+    pids: list[object] = [state.get("launcher_pid")]
     pids += [s.get("pid") for s in state.get("switches", {}).values()]
     pids += [h.get("pid") for h in state.get("hosts", {}).values()]
     ctl = state.get("controller")
@@ -163,7 +166,7 @@ def cleanup(
         inodes = set()
         for h in state.get("hosts", {}).values():
             pid = h.get("pid")
-            if isinstance(pid, int) and _alive(pid):
+            if isinstance(pid, int) and process_alive(pid):
                 ino = _netns_inode(pid)
                 if ino is not None and ino != _netns_inode(os.getpid()):
                     inodes.add(ino)

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from topologies.model import Fabric, FabricSpec, TopologyError, build_fabric
@@ -32,7 +33,7 @@ from topologies.scale import ScaleSpec, format_report, scale
 DETACH_TIMEOUT_S = 120.0
 
 
-def _on_signal(signum: int, frame: Any) -> None:
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
@@ -134,11 +135,11 @@ def cmd_json(args: argparse.Namespace) -> int:
 
 
 def _running_state(results: str) -> dict[str, Any] | None:
-    from topologies.emulation.cleanup import _alive
+    from topologies.emulation.cleanup import process_alive
     from topologies.emulation.fabricnet import read_state
 
     state = read_state(results)
-    if state and isinstance(state.get("runner_pid"), int) and _alive(state["runner_pid"]):
+    if state and isinstance(state.get("runner_pid"), int) and process_alive(state["runner_pid"]):
         return state
     return None
 

@@ -11,8 +11,9 @@
    JSON next to it.
 
 It never talks P4Runtime: the controller pushes the pipeline and installs routes (see
-:mod:`topologies.emulation.bringup`). :meth:`FabricNet.stop` ends everything it started (idempotent) and
-removes the state file; :mod:`topologies.emulation.cleanup` handles what a crashed run left behind.
+:mod:`topologies.emulation.bringup`). :meth:`FabricNet.stop` ends everything it started
+(idempotent) and removes the state file; :mod:`topologies.emulation.cleanup` handles what a
+crashed run left behind.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mininet.net import Mininet
 
 from topologies.emulation import probe
 from topologies.emulation.mnfabric import (
@@ -111,7 +114,7 @@ class _Build:
                 self.program.p4info,
             ]
             sw_dir = REPO_ROOT / "switch"
-            sources = [src, *sw_dir.rglob("*.py"), *(sw_dir / "arch").glob("*.p4")]
+            sources = [src, *sw_dir.rglob("*.py"), *(sw_dir / "p4include").glob("*.p4")]
         else:
             bdir = out / "bmv2"
             self.program = Program(str(bdir / "fabric.p4info.txtpb"), str(bdir / "fabric.json"))
@@ -277,7 +280,7 @@ class FabricNet:
     # -- what others read ---------------------------------------------------------------
 
     @property
-    def net(self) -> Any:
+    def net(self) -> Mininet:
         """The Mininet object (for the CLI)."""
         if self.mf is None:
             raise FabricNetError("the fabric is not running")
@@ -343,9 +346,18 @@ class FabricNet:
         os.replace(tmp, self.state_path)
         return self.state_path
 
-    def check(self, **kwargs: Any) -> list[probe.ProbeResult]:
-        """Every path between every host pair (see :meth:`topologies.emulation.probe.Prober.run`)."""
-        return probe.check_fabric(self.fabric, self.host_netns(), **kwargs)
+    def check(
+        self,
+        pairs: Iterable[tuple[str, str]] | None = None,
+        planes: Iterable[int] | None = None,
+        *,
+        timeout_s: float = probe.TIMEOUT_S,
+    ) -> list[probe.ProbeResult]:
+        """Every path between every host pair, or of ``pairs`` on ``planes`` (see
+        :meth:`topologies.emulation.probe.Prober.run`)."""
+        return probe.check_fabric(
+            self.fabric, self.host_netns(), pairs, planes, timeout_s=timeout_s
+        )
 
     def configure_queues(self) -> None:
         """After the pipeline push: queue rate and depth where the command line cannot set them
@@ -354,8 +366,3 @@ class FabricNet:
             raise FabricNetError("the fabric is not running")
         for s in self.mf.switches:
             s.configure_queues()
-
-    def switches_alive(self) -> dict[str, bool]:
-        if self.mf is None:
-            return {}
-        return {s.name: s.alive() for s in self.mf.switches}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any
+from typing import TextIO
 
 from mininet.cli import CLI
 
@@ -25,7 +25,7 @@ from topologies.model import TopologyError
 class FabricCLI(CLI):  # type: ignore[misc]
     prompt = "tailfabric> "
 
-    def __init__(self, up: BringUp, stdin: Any = sys.stdin, script: str | None = None) -> None:
+    def __init__(self, up: BringUp, stdin: TextIO = sys.stdin, script: str | None = None) -> None:
         self.up = up
         super().__init__(up.net.net, stdin=stdin, script=script)
 

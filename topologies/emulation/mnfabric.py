@@ -4,11 +4,13 @@
   the veth pair is made, and everything else is applied in one batch per node.
 * :class:`FabricHost` -- a Mininet host (its own network namespace) with one NIC per plane,
   configured by one script (:mod:`topologies.hostconf`): addresses, routes, static neighbours,
-  sysctls, offloads off.
+  sysctls; its offloads go off through :func:`switch.device.offloads.disable_offloads`, called
+  from a thread inside its namespace.
 * :class:`P4Switch` -- a P4 switch process in the root namespace on the Mininet interfaces;
-  :class:`TfSwitch` runs ``tf-switch`` (through the fork server of :mod:`topologies.emulation.swlaunch`,
-  or as its own program), :class:`Bmv2Switch` runs BMv2's ``simple_switch_grpc``. Both start
-  with no program (``--no-p4``); the controller pushes the pipeline over P4Runtime.
+  :class:`TfSwitch` runs ``tf-switch`` (through the fork server of
+  :mod:`topologies.emulation.swlaunch`, or as its own program), :class:`Bmv2Switch` runs BMv2's
+  ``simple_switch_grpc``. Both start with no program (``--no-p4``); the controller pushes the
+  pipeline over P4Runtime.
 * :func:`build_mininet` -- hosts, switches and links of a :class:`~topologies.model.Fabric`.
 
 Names, ports and MACs come from the model: host ``h1``'s NIC ``p`` is ``h1-eth<p>``, switch
@@ -35,7 +37,11 @@ from mininet.node import Host, Switch
 # mininet.link.Intf is untyped; subclassing it is the intended extension point
 from mininet.link import Intf  # isort: skip
 
+from switch.device.netns import NetnsError, call_in_thread, join_netns
+from switch.device.offloads import disable_offloads
 from topologies import hostconf
+from topologies.emulation.cleanup import process_alive
+from topologies.emulation.probe import netns_of_pid
 from topologies.emulation.swlaunch import SwitchLauncher, exec_switch
 from topologies.model import Fabric, port_ifname
 from topologies.model import Switch as SwitchModel
@@ -161,7 +167,7 @@ class P4Switch(Switch):  # type: ignore[misc]
             return False
         if self.process is not None:
             return self.process.poll() is None
-        return _pid_alive(pid)
+        return process_alive(pid)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
         pid, self.switch_pid = self.switch_pid, None
@@ -270,14 +276,6 @@ def switch_argv(model: SwitchModel, options: SwitchOptions) -> list[str]:
     ]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _terminate(pid: int, process: subprocess.Popen[bytes] | None, grace_s: float = 2.0) -> None:
     terminate_all([(pid, process)], grace_s)
 
@@ -292,7 +290,7 @@ def terminate_all(
     deadline = time.monotonic() + grace_s
 
     def alive(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
-        return proc.poll() is None if proc is not None else _pid_alive(pid)
+        return proc.poll() is None if proc is not None else process_alive(pid)
 
     left = list(procs)
     while left and time.monotonic() < deadline:
@@ -401,23 +399,21 @@ def switch_ifnames(fabric: Fabric) -> list[str]:
 
 
 def configure_switch_ports(fabric: Fabric) -> None:
-    """Root-namespace ends: IPv6 off (no NDP/MLD of the kernel's own), offloads off, up."""
+    """Root-namespace ends: IPv6 off (no NDP/MLD of the kernel's own), offloads off, up.
+
+    Raises:
+        FabricNetError: a port is missing or ``ip`` failed (every failure, one message).
+    """
     names = switch_ifnames(fabric)
     for name in names:
         with contextlib.suppress(OSError):
             Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6").write_text("1")
-    off = [a for f in hostconf.ETHTOOL_OFF for a in (f, "off")]
-    procs = [
-        subprocess.Popen(
-            ["ethtool", "-K", n, *off], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        for n in names
-    ]
     errors = []
-    for n, p in zip(names, procs):
-        _out, err = p.communicate()
-        if p.returncode != 0:
-            errors.append(f"{n}: {err.decode().strip()}")
+    for name in names:
+        try:
+            disable_offloads(name)
+        except OSError as e:
+            errors.append(f"{name}: {e.strerror or e}")
     batch = "".join(f"link set dev {n} up\n" for n in names)
     proc = subprocess.run(["ip", "-batch", "-"], input=batch, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -426,16 +422,45 @@ def configure_switch_ports(fabric: Fabric) -> None:
         raise FabricNetError("configuring switch ports failed: " + "; ".join(errors))
 
 
+def disable_host_offloads(host: FabricHost, ifnames: Iterable[str]) -> None:
+    """Offloads off on ``ifnames`` inside ``host``'s namespace, from a thread that joins it.
+
+    Raises:
+        OSError: the namespace or an interface is missing.
+        NetnsError: ``setns`` failed.
+    """
+    names = list(ifnames)
+
+    def disable_all() -> None:
+        for name in names:
+            disable_offloads(name)
+
+    netns = netns_of_pid(int(host.pid))
+    call_in_thread(lambda: join_netns(netns), disable_all, f"offloads-{host.name}")
+
+
 def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str) -> None:
-    """Run every host's :func:`topologies.hostconf.shell_script` in its namespace, in parallel."""
-    hosts = list(hosts)
-    Path(script_dir).mkdir(parents=True, exist_ok=True)
-    for h in hosts:
-        path = Path(script_dir) / f"{h.name}.sh"
-        path.write_text(hostconf.shell_script(hostconf.host_config(fabric, h.name)))
-        h.sendCmd(f"sh {path} 2>&1; echo tf-status=$?")
+    """Turn every host NIC's offloads off (:func:`disable_host_offloads`), then run every
+    host's :func:`topologies.hostconf.shell_script` in its namespace, in parallel.
+
+    Raises:
+        FabricNetError: a host could not be configured (every failure, one message).
+    """
+    configs = [(h, hostconf.host_config(fabric, h.name)) for h in hosts]
     errors = []
-    for h in hosts:
+    for h, cfg in configs:
+        try:
+            disable_host_offloads(h, cfg.ifnames)
+        except (OSError, NetnsError) as e:
+            errors.append(f"{h.name}: offloads: {e}")
+    if errors:
+        raise FabricNetError("configuring hosts failed:\n" + "\n".join(errors))
+    Path(script_dir).mkdir(parents=True, exist_ok=True)
+    for h, cfg in configs:
+        path = Path(script_dir) / f"{h.name}.sh"
+        path.write_text(hostconf.shell_script(cfg))
+        h.sendCmd(f"sh {path} 2>&1; echo tf-status=$?")
+    for h, _cfg in configs:
         out = h.waitOutput()
         status = out.strip().rsplit("tf-status=", 1)
         if len(status) != 2 or status[1].strip() != "0":
@@ -480,7 +505,7 @@ def teardown(mf: MininetFabric) -> None:
     in one ``ip -batch``, then the switches' Mininet shells.
     """
     running = [(s.switch_pid, s.process) for s in mf.switches if s.switch_pid is not None]
-    terminate_all(running)  # type: ignore[arg-type]
+    terminate_all(running)
     for s in mf.switches:
         s.switch_pid, s.process = None, None
     for h in mf.hosts:

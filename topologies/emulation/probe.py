@@ -24,28 +24,26 @@ the reflector accepts (``UDP_NO_CHECK6_RX``); the probe header has its own magic
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import ipaddress
 import os
 import selectors
 import socket
+import statistics
 import struct
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import cast
 
-from topologies.model import Fabric, TopologyError
-
-T = TypeVar("T")
+from switch.device.netns import NetnsError, call_in_thread, join_netns
+from topologies.model import Fabric, Host, TopologyError
 
 PROBE_PORT = 4799
+TIMEOUT_S = 1.0  # how long a path may take to answer, retries included
 MAGIC = b"TFPB"
 REQUEST, REPLY = 1, 2
 _HDR = struct.Struct("!4sBxxxIQ16s")  # magic, kind, probe id, send time (ns), reply-to address
-_CLONE_NEWNET = 0x40000000
 SOL_UDP = 17
 UDP_NO_CHECK6_TX = 101
 UDP_NO_CHECK6_RX = 102
@@ -74,34 +72,17 @@ def netns_of_pid(pid: int) -> str:
     return f"/proc/{pid}/ns/net"
 
 
-def call_in_netns(netns_file: str, fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a thread that has joined the namespace ``netns_file``; return its result.
+def _join(netns_file: str) -> None:
+    """Move the calling thread into ``netns_file`` (:func:`switch.device.netns.join_netns`).
 
-    ``setns`` moves only the calling thread, so the rest of the process stays where it was;
-    sockets made by ``fn`` keep their namespace when used from any thread.
+    Raises:
+        OSError: the namespace file is missing (the host is gone).
+        ProbeError: ``setns`` failed.
     """
-    out: list[T] = []
-    err: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(netns_file, os.O_RDONLY)
-            try:
-                if libc.setns(fd, _CLONE_NEWNET) != 0:
-                    raise ProbeError(f"setns({netns_file}): {os.strerror(ctypes.get_errno())}")
-            finally:
-                os.close(fd)
-            out.append(fn())
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            err.append(e)
-
-    t = threading.Thread(target=body, name="probe-netns", daemon=True)
-    t.start()
-    t.join()
-    if err:
-        raise err[0]
-    return out[0]
+    try:
+        join_netns(netns_file)
+    except NetnsError as e:
+        raise ProbeError(str(e)) from e
 
 
 def _open_socket(address: str, ifname: str, port: int) -> socket.socket:
@@ -201,10 +182,14 @@ class Prober:
                 if host.name not in netns:
                     raise ProbeError(f"no namespace for host {host.name}")
 
-                def open_all(h=host) -> list[socket.socket]:  # type: ignore[no-untyped-def]
+                def open_all(h: Host = host) -> list[socket.socket]:
                     return [_open_socket(n.address, n.ifname, port) for n in h.nics]
 
-                for nic, sock in zip(host.nics, call_in_netns(netns[host.name], open_all)):
+                def enter(netns_file: str = netns[host.name]) -> None:
+                    _join(netns_file)
+
+                socks = call_in_thread(enter, open_all, f"probe-{host.name}")
+                for nic, sock in zip(host.nics, socks):
                     self._socks[(host.name, nic.plane)] = sock
                     self._sel.register(sock, selectors.EVENT_READ)
         except BaseException:
@@ -234,7 +219,7 @@ class Prober:
         pairs: Iterable[tuple[str, str]] | None = None,
         planes: Iterable[int] | None = None,
         *,
-        timeout_s: float = 1.0,
+        timeout_s: float = TIMEOUT_S,
         retry_s: float = 0.2,
         window: int = 256,
     ) -> list[ProbeResult]:
@@ -270,7 +255,7 @@ class Prober:
                 break
             wait = max(0.0, min(retry_s / 2, deadline - time.monotonic()))
             for key, _ev in self._sel.select(wait):
-                self._drain(key.fileobj, inflight)  # type: ignore[arg-type]
+                self._drain(cast(socket.socket, key.fileobj), inflight)
         for pr in probes:
             if not pr.done and not pr.error:
                 pr.error = "no reply"
@@ -318,10 +303,17 @@ class Prober:
                 pr.rtt_ms = (time.monotonic_ns() - sent_ns) / 1e6
 
 
-def check_fabric(fabric: Fabric, netns: Mapping[str, str], **kwargs: object) -> list[ProbeResult]:
+def check_fabric(
+    fabric: Fabric,
+    netns: Mapping[str, str],
+    pairs: Iterable[tuple[str, str]] | None = None,
+    planes: Iterable[int] | None = None,
+    *,
+    timeout_s: float = TIMEOUT_S,
+) -> list[ProbeResult]:
     """Open the probe sockets, probe, close: see :meth:`Prober.run` for the arguments."""
     with Prober(fabric, netns) as prober:
-        return prober.run(**kwargs)  # type: ignore[arg-type]
+        return prober.run(pairs, planes, timeout_s=timeout_s)
 
 
 def failed(results: Iterable[ProbeResult]) -> list[ProbeResult]:
@@ -335,8 +327,8 @@ def summarize(results: list[ProbeResult]) -> str:
     ok = [r for r in results if r.ok]
     lines = [f"{len(ok)}/{len(results)} paths ok"]
     if ok:
-        rtts = sorted(r.rtt_ms for r in ok if r.rtt_ms is not None)
-        lines[0] += f" (round trip median {rtts[len(rtts) // 2]:.2f} ms, max {rtts[-1]:.2f} ms)"
+        rtts = [r.rtt_ms for r in ok if r.rtt_ms is not None]
+        lines[0] += f" (round trip median {statistics.median(rtts):.2f} ms, max {max(rtts):.2f} ms)"
     for plane in sorted({r.plane for r in results}):
         rs = [r for r in results if r.plane == plane]
         lines.append(f"  plane {plane}: {sum(r.ok for r in rs)}/{len(rs)}")

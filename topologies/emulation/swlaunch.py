@@ -1,9 +1,9 @@
 """Start many ``tf-switch`` processes fast: a fork server that imports the switch once.
 
 A ``tf-switch`` process spends most of its start-up importing Python modules (the compiler,
-the runtime, gRPC and the P4Runtime protobufs): about 0.45 s of CPU each, so eight switches
-take 3.5 s on two cores. This server (``python -m topologies.emulation.swlaunch``) imports them once and
-then forks one child per switch; each child is an ordinary ``tf-switch`` process (its own pid,
+the pipeline and device layers, gRPC and the P4Runtime protobufs): about 0.45 s of CPU each, so
+eight switches take 3.5 s on two cores. This server (``python -m topologies.emulation.swlaunch``)
+imports them once (:data:`PRELOAD`) and then forks one child per switch; each child is an ordinary ``tf-switch`` process (its own pid,
 session and GIL, process name ``tf-switch``) that runs ``switch.daemon.main`` with exactly the
 command line ``tf-switch`` would get. Nothing starts a thread or a gRPC object before the fork.
 
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from types import FrameType
 from typing import IO, Any
 
 STOP_GRACE_S = 2.0
@@ -55,11 +56,12 @@ class LaunchError(RuntimeError):
 
 
 def _preload() -> None:
+    """Import :data:`PRELOAD`; a module that fails to import stops the server before it is
+    ready (the client's :meth:`SwitchLauncher.wait_ready` raises, the traceback is on stderr)."""
     import importlib
 
     for name in PRELOAD:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+        importlib.import_module(name)
 
 
 def _child(argv: list[str], log_path: str) -> None:
@@ -115,7 +117,7 @@ def serve(inp: IO[str], out: IO[str]) -> int:
 
     stop = False
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_term(signum: int, frame: FrameType | None) -> None:
         nonlocal stop
         stop = True
 
