@@ -35,7 +35,6 @@ SPEC = FabricSpec(planes=2, leaves=2, spines=1, hosts_per_leaf=1, link_mbps=20.0
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BringUp, Path]]:
-    pytest.importorskip("controller.fabric", reason="the controller is not written yet")
     results = tmp_path_factory.mktemp("results")
     if busy_reason(str(results)):
         pytest.skip(f"cannot bring a fabric up: {busy_reason(str(results))}")
@@ -66,6 +65,7 @@ def test_mrc_delivers_every_message_across_a_plane_failure(fabric: tuple[BringUp
         assert up.controller is not None
         t_fail = time.monotonic()
         up.controller.run_command(["fail", "plane", "1"])
+        t_failed = time.monotonic()  # the plane is down from here on
         sent = tx.wait_event("sent", DURATION_S + 30)
         tx_done, rx_done = tx.stop(), rx.stop()
         up.controller.run_command(["restore", "all"])
@@ -74,8 +74,9 @@ def test_mrc_delivers_every_message_across_a_plane_failure(fabric: tuple[BringUp
     assert tx_done["errors"] == [] and rx_done["errors"] == []
     assert rx_done["received"] == sent["messages"]
     assert rx_done["missing"] == 0 and rx_done["out_of_order"] == 0
-    delivered = [float(r["recv_t_s"]) for r in _read(out / "h2_recv.csv")]
-    assert sum(1 for t in delivered if t > t_fail + 0.3) > 5, "delivery did not go on"
+    # delivery went on: more than a window of messages sent after plane 1 was down arrived
+    sent_after = [r for r in _read(out / "h2_recv.csv") if float(r["send_t_s"]) > t_failed]
+    assert len(sent_after) > 8, "delivery did not go on"  # depth=8
     events = _read(out / "h1_events.csv")
     plane_of = {r["ev"]: r["plane"] for r in _read(out / "h1_samples.csv")}
     marked = {

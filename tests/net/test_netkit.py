@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,14 @@ def test_host_side_settings(netkit: NetKit) -> None:
     assert Path(f"/proc/sys/net/ipv6/conf/{pair.a}/disable_ipv6").read_text().strip() == "1"
     mtu = run_in_netns(ns.name, ["cat", f"/sys/class/net/{pair.b}/mtu"]).stdout.strip()
     assert mtu == "9000"
-    assert read_if_stat(ns.name, pair.b, "rx_packets") >= 0
-    assert pair.b in read_proc_net_dev(ns.name)
+    before = read_if_stat(ns.name, pair.b, "rx_packets")
+    frame = b"\xff" * 6 + bytes.fromhex("020000000a01") + b"\x88\xb5" + bytes(46)
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+        s.bind((pair.a, 0))
+        for _ in range(5):
+            s.send(frame)
+    assert read_if_stat(ns.name, pair.b, "rx_packets") == before + 5
+    assert read_proc_net_dev(ns.name)[pair.b]["rx_packets"] == before + 5
     assert pair.b not in read_proc_net_dev(None)
 
 

@@ -5,7 +5,6 @@ policy, a vanished worker failing the round with a clear error, wrong jobs refus
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -151,8 +150,11 @@ def test_ps_round_fails_with_a_clear_error_when_a_worker_vanishes(cluster: EmuCl
     workers = {r: PsWorker(links[r]) for r in range(3)}  # type: ignore[arg-type]
     try:
         ps_round(workers, server, 0)
-        t0 = time.monotonic()
-        with pytest.raises(RoundFailed, match=r"round 1 gather: rank 2: .*nothing from worker 2"):
+        # the peer timeout fired, with nothing at all from worker 2 in this round
+        with pytest.raises(
+            RoundFailed,
+            match=r"round 1 gather: rank 2: .*nothing from worker 2 .*for [\d.]+ s \(0/\d+ chunks\)",
+        ):
             # worker 2 is gone: only 0 and 1 push
             parallel(
                 {
@@ -161,7 +163,6 @@ def test_ps_round_fails_with_a_clear_error_when_a_worker_vanishes(cluster: EmuCl
                     1: lambda: _expect_abort(workers[1], 1),
                 }
             )
-        assert time.monotonic() - t0 < 5.0
     finally:
         server.close()
         for w in workers.values():

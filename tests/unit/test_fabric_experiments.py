@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import re
 
 import pytest
 
 from experiments import collisions, failover
 from experiments.hosts import read_running_state
-from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, FabricParams, own_fabric, percentile
+from experiments.mrc_fabric import PAYLOAD_EFFICIENCY, FabricParams, own_fabric
 from host.errors import FabricNotRunning
 from host.mrc.config import fabric_config
 from host.mrc.emulated import (
@@ -19,6 +22,8 @@ from host.mrc.emulated import (
     packet_time_us,
 )
 from host.stream_agent import RecvRow, RunSpec, _missing, host_args, parse_args
+from topologies.emulation.bringup import FabricBusy
+from topologies.emulation.fabricnet import state_path
 from topologies.model import FabricSpec, build_fabric
 
 
@@ -72,9 +77,17 @@ def test_emulated_config_sizes_timers_in_packet_times_and_coalesces_sprayed_acks
     assert emulated_fabric_config(1000.0).rto_initial_ms == fabric_config().rto_initial_ms
 
 
-def test_experiments_own_their_fabric_through_a_context_manager() -> None:
-    cm = own_fabric(FabricParams())  # not entered: nothing is brought up
-    assert hasattr(cm, "__enter__") and hasattr(cm, "__exit__")
+def test_experiments_own_their_fabric_only_once_entered(tmp_path: pathlib.Path) -> None:
+    # a live fabric runner (this process) holds tmp_path's state file
+    state = state_path(str(tmp_path))
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"runner_pid": os.getpid()}))
+    cm = own_fabric(FabricParams(results_dir=str(tmp_path)))  # checks nothing, starts nothing
+    busy = rf"already running \(pid {os.getpid()}, {re.escape(str(tmp_path))}/"
+    with pytest.raises(FabricBusy, match=busy):
+        with cm:
+            pytest.fail("entered a fabric while another one runs")
+    assert json.loads(state.read_text()) == {"runner_pid": os.getpid()}  # the other one's, intact
 
 
 def test_receiver_counts_missing_sequence_numbers_per_flow() -> None:
@@ -84,7 +97,7 @@ def test_receiver_counts_missing_sequence_numbers_per_flow() -> None:
 
 def test_no_state_file_means_no_running_fabric(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FabricNotRunning, match="make fabric-up"):
-        read_running_state(tmp_path / "fabric" / "topology.json")
+        read_running_state(tmp_path / "fabric" / "state.json")
 
 
 def test_collision_pattern_is_every_cross_leaf_pair_and_capacity_is_the_receivers_links() -> None:
@@ -124,5 +137,6 @@ def test_settling_counts_a_later_stall_that_recovery_forgives() -> None:
 def test_longest_gap_and_percentiles() -> None:
     assert failover._longest_gap([0.0, 0.01, 0.05, 0.06]) == pytest.approx(0.04)
     assert failover._longest_gap([]) == 0.0
-    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
-    assert percentile([1.0, 2.0, 3.0, 4.0], 1.0) == 4.0
+    assert collisions._pcts([3.0, 1.0, 2.0]) == (2.0, 2.8, 3.0, 3.0)  # p50 p90 p99 max
+    assert collisions._pcts([1.0, 2.0, 3.0, 4.0])[0] == 2.5  # linear interpolation
+    assert collisions._pcts([]) == ("", "", "", "")

@@ -291,15 +291,22 @@ def test_plane_failure_loses_nothing_and_moves_traffic_within_milliseconds() -> 
 def test_single_path_stalls_until_the_rto_in_the_same_failure() -> None:
     cfg = PACED.with_policy(EvPolicy.HASHED)
     pair = CorePair(cfg, default=LinkProfile(delay_ms=0.5))
+    rec = Recorder()
+    pair.a.recorder = rec
     used = pair.a.evs.pick(0.0)
     assert used is not None
     msgs = [os.urandom(20_000) for _ in range(100)]
     submit(pair, msgs)
     pair.fail(0.02, plane=used.ev.plane)
-    gap, _ = _progress_gap_after(pair, len(msgs), 0.02)
+    _, times = _progress_gap_after(pair, len(msgs), 0.02)
     assert list(pair.b.receiver.ready) == msgs
-    assert gap >= 0.02  # nothing moves until the retransmission timeout re-hashes the flow
-    assert pair.a.stats().rto_events >= 1
+    # nothing moves until the retransmission timeout re-hashes the flow (virtual time): no ACK
+    # tells of a loss, and no message is delivered between the failure and the first RTO
+    rtos = [e.t_s for e in rec.events(EventKind.RTO)]
+    assert rtos and pair.a.stats().losses_rack == 0
+    first_rto = rtos[0]
+    assert not [t for t in times if 0.02 < t <= first_rto]
+    assert any(t > first_rto for t in times)
 
 
 def test_probes_bring_a_recovered_plane_back() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format, text_format
 from p4.config.v1 import p4info_pb2
+from p4runtime_sh import context
 
 from switch.p4info import (
     P4INFO_TEXT_HEADER,
@@ -753,7 +754,6 @@ def test_index_ambiguous_suffix() -> None:
 
 
 def test_p4runtime_shell_context_accepts_it() -> None:
-    context = pytest.importorskip("p4runtime_sh.context")
     ctx = context.Context()
     ctx.set_p4info(build_p4info(fabric()))
     table = ctx.get_table("IngressPipeImpl.ecmp_table")

@@ -9,7 +9,6 @@ and once cleaned up through P4Runtime the switch must forward a packet as a fres
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -405,7 +404,6 @@ def flip(rng: random.Random, data: bytes) -> bytes:
 def test_fuzzed_writes_keep_the_server_consistent() -> None:
     rng = random.Random(SEED)
     gen = Generator(rng)
-    started = time.monotonic()
     with running() as h:
         raw_write = h.channel.unary_unary(
             "/p4.v1.P4Runtime/Write",
@@ -462,7 +460,6 @@ def test_fuzzed_writes_keep_the_server_consistent() -> None:
             h.device.receive(1, packet(kind=0x42, dst=0x0A000001, tport=1, rport=1))
             frames = h.device.service_queues()
         assert frames == [(9, packet(kind=0x42, dst=0x0A000001, tport=1, rport=1))]
-    assert time.monotonic() - started < 30
 
 
 def _clean_up(h: Harness) -> None:

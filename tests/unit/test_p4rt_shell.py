@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import p4runtime_sh.p4runtime as p4rt
+import p4runtime_sh.shell as sh
 import pytest
 from p4rt_helpers import CPU_PORT, DEVICE_ID, DataPath, full_config, packet
 
@@ -18,9 +20,6 @@ from switch.compile.package import load_device_config
 from switch.device.device import Device
 from switch.p4info import write_p4info
 from switch.p4rt import P4RuntimeServer
-
-sh = pytest.importorskip("p4runtime_sh.shell")
-p4rt = pytest.importorskip("p4runtime_sh.p4runtime")
 
 
 @dataclass
