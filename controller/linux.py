@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from controller.errors import CommandError
-from switch.device.netns import NetnsError, call_in_thread, join_netns
+from switch.device.netns import NetnsError, call_in_thread, join_netns, netns_of_pid
 
 T = TypeVar("T")
 SYS_CLASS_NET = Path("/sys/class/net")
@@ -42,7 +42,7 @@ def join_netns_of(pid: int) -> None:
     Raises:
         CommandError: no such process, or setns failed.
     """
-    path = f"/proc/{pid}/ns/net"
+    path = netns_of_pid(pid)
     try:
         join_netns(path)
     except OSError as e:

@@ -87,6 +87,11 @@ def run_in_netns(
     return proc
 
 
+def netns_of_pid(pid: int) -> str:
+    """The network namespace file of process ``pid`` (e.g. a Mininet host's shell)."""
+    return f"/proc/{pid}/ns/net"
+
+
 def join_netns(path: str | Path) -> None:
     """Move the calling thread into the network namespace file ``path`` (``/run/netns/<ns>``,
     ``/proc/<pid>/ns/net``).

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from topologies.emulation.probe import netns_of_pid
+from switch.device.netns import netns_of_pid
 
 SWITCH_PORT_RE = re.compile(r"^p\d+[ls]\d+-eth\d+$")
 STRAY_COMMS = ("tf-switch", "simple_switch_gr")  # /proc/<pid>/comm is cut at 15 characters

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from switch.device.netns import netns_of_pid
 from topologies.model import Fabric, FabricSpec, TopologyError, build_fabric
 from topologies.scale import ScaleSpec, format_report, scale
 
@@ -269,7 +270,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("no fabric is running (make fabric-up)", file=sys.stderr)
         return 1
     fabric = Fabric.load(state["topology"])
-    netns = {name: probe.netns_of_pid(h["pid"]) for name, h in state["hosts"].items()}
+    netns = {name: netns_of_pid(h["pid"]) for name, h in state["hosts"].items()}
     pairs = probe.parse_pairs(args.pairs, fabric) if args.pairs else None
     planes = {int(p) for p in args.planes.split(",") if p.strip()} if args.planes else None
     results = probe.check_fabric(fabric, netns, pairs=pairs, planes=planes, timeout_s=args.timeout)

@@ -31,6 +31,7 @@ from typing import Any
 
 from mininet.net import Mininet
 
+from switch.device.netns import netns_of_pid
 from topologies.emulation import probe
 from topologies.emulation.mnfabric import (
     FabricNetError,
@@ -292,7 +293,7 @@ class FabricNet:
         return {h.name: int(h.pid) for h in self.mf.hosts}
 
     def host_netns(self) -> dict[str, str]:
-        return {name: probe.netns_of_pid(pid) for name, pid in self.host_pids().items()}
+        return {name: netns_of_pid(pid) for name, pid in self.host_pids().items()}
 
     def state(self, *, ready: bool, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The ``state.json`` document (see the README's "Fabric state file")."""
@@ -314,7 +315,7 @@ class FabricNet:
             "hosts": {
                 h.name: {
                     "pid": int(h.pid),
-                    "netns": probe.netns_of_pid(int(h.pid)),
+                    "netns": netns_of_pid(int(h.pid)),
                     "nics": [n.ifname for n in self.fabric.host(h.name).nics],
                 }
                 for h in self.mf.hosts

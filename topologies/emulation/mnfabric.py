@@ -37,11 +37,10 @@ from mininet.node import Host, Switch
 # mininet.link.Intf is untyped; subclassing it is the intended extension point
 from mininet.link import Intf  # isort: skip
 
-from switch.device.netns import NetnsError, call_in_thread, join_netns
+from switch.device.netns import NetnsError, call_in_thread, join_netns, netns_of_pid
 from switch.device.offloads import disable_offloads
 from topologies import hostconf
 from topologies.emulation.cleanup import process_alive
-from topologies.emulation.probe import netns_of_pid
 from topologies.emulation.swlaunch import SwitchLauncher, exec_switch
 from topologies.model import Fabric, port_ifname
 from topologies.model import Switch as SwitchModel

@@ -67,11 +67,6 @@ class ProbeResult:
     error: str = ""  # why a probe could not be sent (no route...)
 
 
-def netns_of_pid(pid: int) -> str:
-    """The network namespace file of process ``pid`` (a Mininet host's shell)."""
-    return f"/proc/{pid}/ns/net"
-
-
 def _join(netns_file: str) -> None:
     """Move the calling thread into ``netns_file`` (:func:`switch.device.netns.join_netns`).
 
@@ -166,7 +161,7 @@ class Prober:
 
     Args:
         fabric: the topology.
-        netns: host name -> network namespace file (:func:`netns_of_pid` of the host's shell).
+        netns: host name -> network namespace file (:func:`switch.device.netns.netns_of_pid` of the host's shell).
         port: the UDP port every probe socket binds.
     Raises:
         ProbeError: a namespace or an address is missing.
