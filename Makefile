@@ -77,14 +77,18 @@ p4-info: $(STAMP)
 	@mkdir -p build
 	$(VENV)/bin/tf-p4 info $(P4) -o build/$(notdir $(basename $(P4))).p4info.txtpb
 
-# Also after a crash: the fabric's processes (state file first, then any tf-switch / fork server /
-# tf-ctl serve), its switch ports, Mininet's leftovers (mn -c) and stale test namespaces.
+# Also after a crash: `tf-topo clean --all` stops the fabric's processes (state file first, then
+# any tf-switch / fork server / tf-ctl serve), its host namespaces and their processes, its switch
+# ports and stale test namespaces: only what the project made (see topologies/emulation/cleanup.py;
+# never Mininet's `mn -c`, which deletes every /tmp/*.log and /tmp/*.out on the machine).
+# Without root or without .venv it only removes build outputs and results, and says so.
 clean:
-	@if [ "$$(id -u)" = 0 ]; then \
-	  if [ -x $(PY) ]; then \
-	    $(PY) -m topologies.emulation.cli clean --all --results $(RESULTS) || true; \
-	    $(PY) -c 'from switch.device.netns import cleanup_stale; [print(x) for x in cleanup_stale()]' || true; \
-	  elif command -v mn >/dev/null 2>&1; then mn -c >/dev/null 2>&1 || true; fi; \
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "not root: leaving fabric processes and interfaces alone (sudo make clean removes them)"; \
+	elif [ -x $(PY) ]; then \
+	  $(PY) -m topologies.emulation.cli clean --all --results $(RESULTS) || true; \
+	else \
+	  echo "no $(VENV): cannot look for fabric leftovers (make setup, then make clean)"; \
 	fi
 	rm -rf build $(RESULTS) .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

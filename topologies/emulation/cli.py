@@ -109,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("clean", help="remove what fabrics left behind (processes, veths, files)")
     cl.add_argument("--results", default="results")
     cl.add_argument(
-        "--all", action="store_true", help="also every switch process on the machine and mn -c"
+        "--all",
+        action="store_true",
+        help="also what no state file names: every switch process and fabric host namespace "
+        "on the machine, stale test namespaces (never mn -c: only the project's own)",
     )
     return ap
 
