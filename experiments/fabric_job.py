@@ -1,10 +1,12 @@
 """Run a training job on the running fabric: one agent per host, the controller for events.
 
 :func:`run_fabric_job` reads ``results/fabric/state.json`` (``make fabric-up``), starts
-:mod:`host.train_agent` in each host's network namespace (``mnexec -a <host pid>``): the parameter
-server on the first host, workers on the next ones (or every host of a ring), answers the
-server's network requests (bursts, plane failures) through :class:`ControllerActions`, and
-reads the agents' JSON-line records back into a :class:`~host.train.run.JobResult`.
+:mod:`host.train_agent` in each host's network namespace (``mnexec -a <host pid>``): the
+parameter server on the first host, workers on the next ones (or every host of a ring). One
+loop selects on every agent's stdout and handles each event as it arrives; the job's network
+events are applied by a :class:`~experiments.faults.FaultScheduler` on its own thread (through
+:class:`ControllerActions`), and the agents' JSON-line records are read back into a
+:class:`~host.train.run.JobResult` with the faults' request and applied times.
 
 :class:`ControllerActions` drives the fabric's controller in this process
 (``controller.fabric.FabricController``): a burst is random loss on every leaf port that faces
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import queue
+import selectors
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from experiments.faults import FaultError, FaultScheduler
 from experiments.hosts import (
     STATE_FILE,
     FabricState,
@@ -36,12 +39,21 @@ from experiments.hosts import (
 from host.dblp.errors import RoundFailed
 from host.errors import FabricNotRunning
 from host.train.job import Collective, JobSpec
-from host.train.loop import EvalPoint, NetworkActions, ServerRecord, WorkerResult, WorkerRound
+from host.train.loop import (
+    EvalPoint,
+    FaultRecord,
+    NetworkActions,
+    ServerRecord,
+    WorkerResult,
+    WorkerRound,
+)
 from host.train.records import read_records
 from host.train.run import JobResult
 from topologies.model import Fabric
 
-AGENT_START_TIMEOUT_S = 120.0
+STALL_TIMEOUT_S = 900.0
+"""A job fails when no agent has said anything for this long (a round under a 90 % burst
+on a loaded machine takes tens of seconds; a hung job says nothing at all)."""
 
 
 class FabricNotReady(RuntimeError):
@@ -116,27 +128,47 @@ class ControllerActions(NetworkActions):
 
 
 class AgentProcess:
-    """``python -m host.train_agent ARGS`` inside a host's namespace; its stdout as a queue."""
+    """``python -m host.train_agent ARGS`` inside a host's namespace, read without blocking:
+    the driver's loop selects on :meth:`fileno` and takes whole JSON lines with
+    :meth:`read_events`; :meth:`answer` is safe from any thread (the fault scheduler answers
+    requests from its own)."""
 
     def __init__(self, name: str, pid: int, args: list[str], log: IO[bytes]) -> None:
         self.name = name
         self.proc = start_in_host(pid, "host.train_agent", args, log)
-        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, name=f"agent-{name}", daemon=True).start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+        self._fd = self.proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self._buf = b""
+        self._lock = threading.Lock()
+        self.closed = False  # its stdout reached the end (it exited)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read_events(self) -> list[dict[str, Any]]:
+        """Every complete JSON line that has arrived (non-JSON lines are skipped)."""
+        try:
+            chunk = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            self.closed = True
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        out = []
+        for line in lines:
             try:
                 ev = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
             if isinstance(ev, dict):
-                self.events.put(ev)
-        self.events.put(None)  # exited
+                out.append(ev)
+        return out
 
     def answer(self, **msg: object) -> None:
-        send_line(self.proc, msg)
+        with self._lock:
+            send_line(self.proc, msg)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -148,13 +180,31 @@ class AgentProcess:
                 self.proc.wait(5)
 
 
-def _actions_table(actions: NetworkActions) -> dict[str, Callable[[float], None]]:
-    return {
-        "burst": actions.burst,
-        "clear_burst": lambda v: actions.clear_burst(),
-        "fail_plane": lambda v: actions.fail_plane(int(v)),
-        "restore_plane": lambda v: actions.restore_plane(int(v)),
-    }
+class RoundProgress:
+    """Puts each round's agent events together: once every worker has reported round R, the
+    round's line (latency = the slowest worker's, the server's P and delivered fraction)
+    goes to ``progress``."""
+
+    def __init__(self, workers: int, progress: Callable[[dict[str, Any]], None] | None) -> None:
+        self.workers = workers
+        self.progress = progress
+        self._rounds: dict[int, dict[str, Any]] = {}
+
+    def add(self, ev: dict[str, Any]) -> None:
+        r = ev.get("round")
+        if not isinstance(r, int):
+            return
+        row = self._rounds.setdefault(r, {"round": r, "latencies": []})
+        if "rank" in ev:
+            row["latencies"].append(float(ev.get("latency_ms", 0.0)))
+            row["gate_ms"] = max(row.get("gate_ms", 0.0), float(ev.get("gate_ms", 0.0)))
+        else:
+            row.update({k: v for k, v in ev.items() if k not in ("event", "round")})
+        if len(row["latencies"]) == self.workers and "bound" in row:
+            del self._rounds[r]
+            row["latency_ms"] = max(row.pop("latencies"))
+            if self.progress is not None:
+                self.progress(row)
 
 
 def run_fabric_job(
@@ -164,12 +214,19 @@ def run_fabric_job(
     actions: NetworkActions,
     *,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    timeout_s: float = 1800.0,
+    stall_timeout_s: float = STALL_TIMEOUT_S,
 ) -> JobResult:
     """Run ``job`` with one agent per fabric host; the merged result.
 
+    One loop selects on every agent's stdout and handles each event as it arrives; the job's
+    network events go to a :class:`~experiments.faults.FaultScheduler`. Nothing limits the
+    job's total time: it fails only when an agent reports an error or exits early, or when
+    no agent says anything for ``stall_timeout_s`` (a busy machine makes it slower, never
+    makes it fail).
+
     Raises:
-        RoundFailed: an agent reported an error or exited early (its message is included).
+        RoundFailed: an agent reported an error or exited early (its message is included),
+            nothing was heard for ``stall_timeout_s``, or the controller failed.
         FabricNotReady: not enough hosts.
     """
     out = pathlib.Path(out_dir)
@@ -198,64 +255,95 @@ def run_fabric_job(
             for r, h in enumerate(ring)
         ]
         worker_of = {h: r for r, h in enumerate(ring)}
-    table = _actions_table(actions)
     agents: list[AgentProcess] = []
     log = (out / "agents.log").open("ab")
-    deadline = time.monotonic() + timeout_s
+    sel = selectors.DefaultSelector()
     try:
-        for name, args in plan:
-            agents.append(
-                AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log)
-            )
-        _wait_ready(agents)
-        finished: set[str] = set()
-        while len(finished) < len(agents):
-            if time.monotonic() > deadline:
-                raise RoundFailed(f"the job did not finish within {timeout_s:.0f} s")
-            progressed = False
-            for a in agents:
-                if a.name in finished:
-                    continue
-                try:
-                    ev = a.events.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                progressed = True
-                if ev is None:
+        with FaultScheduler(job, actions) as faults:
+            for name, args in plan:
+                agent = AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log)
+                agents.append(agent)
+                sel.register(agent, selectors.EVENT_READ, agent)
+            rounds = RoundProgress(job.workers, progress)
+            ready: set[str] = set()
+            finished: set[str] = set()
+            last_heard = time.monotonic()
+            while len(finished) < len(agents):
+                faults.check()
+                events = sel.select(timeout=1.0)
+                now = time.monotonic()
+                if not events and now - last_heard > stall_timeout_s:
+                    waiting = [a.name for a in agents if a.name not in finished]
                     raise RoundFailed(
-                        f"agent on {a.name} exited ({a.proc.wait()}) without "
-                        f"finishing; see {out / 'agents.log'}"
+                        f"no agent said anything for {stall_timeout_s:.0f} s "
+                        f"(still running: {', '.join(waiting)}); see {out / 'agents.log'}"
                     )
-                kind = ev.get("event")
-                if kind == "request":
-                    table[str(ev["action"])](float(ev["value"]))
-                    a.answer(ack=ev["id"])
-                elif kind == "error":
-                    raise RoundFailed(f"agent on {a.name}: {ev.get('message')}")
-                elif kind == "done":
-                    finished.add(a.name)
-                elif progress is not None:
-                    progress(ev)
-            if not progressed:
-                time.sleep(0.01)
-        for a in agents:
-            a.proc.wait(30)
+                for key, _ in events:
+                    a: AgentProcess = key.data
+                    for ev in a.read_events():
+                        last_heard = now
+                        _handle(ev, a, faults, rounds, ready, finished, len(agents))
+                    if a.closed:
+                        sel.unregister(a)
+                        if a.name not in finished:
+                            raise RoundFailed(
+                                f"agent on {a.name} exited ({a.proc.wait()}) without "
+                                f"finishing; see {out / 'agents.log'}"
+                            )
+            for a in agents:
+                a.proc.wait(30)
+            fault_records = tuple(faults.faults)
+    except FaultError as e:
+        raise RoundFailed(str(e)) from e
     finally:
+        sel.close()
         for a in agents:
             a.stop()
         log.close()
-    return _collect(job, out, names[0] if ps else None, worker_of)
+    return _collect(job, out, names[0] if ps else None, worker_of, fault_records)
 
 
-def _wait_ready(agents: list[AgentProcess]) -> None:
-    for a in agents:
-        ev = a.events.get(timeout=AGENT_START_TIMEOUT_S)
-        if ev is None or ev.get("event") != "ready":
-            raise RoundFailed(f"agent on {a.name} did not start: {ev}")
+def _handle(
+    ev: dict[str, Any],
+    agent: AgentProcess,
+    faults: FaultScheduler,
+    rounds: RoundProgress,
+    ready: set[str],
+    finished: set[str],
+    total: int,
+) -> None:
+    """One agent event: requests go to the fault scheduler, rounds to the progress lines."""
+    kind = ev.get("event")
+    if kind == "request":
+        rid, r = ev.get("id"), int(ev.get("round", -1))
+
+        def reply(agent: AgentProcess = agent, rid: object = rid) -> None:
+            agent.answer(ack=rid)
+
+        if ev.get("action") == "enter_round":
+            faults.enter_round(r, reply)
+        elif ev.get("action") == "await_round":
+            faults.await_round(r, reply)
+        else:
+            agent.answer(abort=f"unknown request {ev.get('action')!r}")
+    elif kind == "trigger":
+        faults.trigger(int(ev.get("round", -1)))
+    elif kind == "round":
+        rounds.add(ev)
+    elif kind == "ready":
+        ready.add(agent.name)
+    elif kind == "error":
+        raise RoundFailed(f"agent on {agent.name}: {ev.get('message')}")
+    elif kind == "done":
+        finished.add(agent.name)
 
 
 def _collect(
-    job: JobSpec, out: pathlib.Path, server: str | None, worker_of: dict[str, int]
+    job: JobSpec,
+    out: pathlib.Path,
+    server: str | None,
+    worker_of: dict[str, int],
+    faults: tuple[FaultRecord, ...],
 ) -> JobResult:
     server_recs: list[ServerRecord] = []
     if server is not None:
@@ -270,7 +358,7 @@ def _collect(
         if len(rounds) != job.rounds:
             raise RoundFailed(f"{host}: {len(rounds)} rounds recorded, expected {job.rounds}")
         workers[rank] = WorkerResult(rank, rounds, evals, rounds[-1].wall_s, 0)
-    return JobResult(job, tuple(server_recs), workers)
+    return JobResult(job, tuple(server_recs), dict(sorted(workers.items())), faults)
 
 
 def fabric_available() -> str | None:

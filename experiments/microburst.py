@@ -1,22 +1,34 @@
 """The microburst experiment (``make exp-microburst``): DBLP vs fixed P vs P = 0 under bursts.
 
-For each task, each policy trains the same job (same seed, data and burst schedule) while the
-network suffers a transient 60 / 70 / 80 / 90 % loss burst, each for exactly one round's
-communication, at random rounds (seeded; the same rounds for every policy). Writes
+For each seed and task, each policy trains the same job (same seed, data and burst schedule)
+while the network suffers transient loss bursts like the paper's: 2–3 per training run
+(DBLP's evaluation: 2 in 930 iterations, 3 in 1,395), each of 60, 70, 80 or 90 % loss drawn
+from the seed, at random rounds, each covering exactly one round's communication in both
+directions (:mod:`host.train.loop`). The three rows are
 
-* ``results/microburst_latency.csv``: one row per round (task, policy, round, burst loss,
-  latency, delivered fraction, P, train loss);
-* ``results/training_summary.csv``: per task and policy the total training time, time to the
-  target metric and the final metric;
-* ``results/microburst_figures.csv``: the headline figures next to the paper's;
-* ``results/microburst.png`` (:mod:`experiments.plot`, from the CSVs only);
+* **dblp**: the phase-aware bound (P_low = 0.8 % inside a critical learning regime, P_high =
+  P_low + 40 pp outside);
+* **fixed**: the paper's baseline, P = P_low in every round. Gradients are cut into at least
+  :data:`MIN_CHUNKS` chunks so that ⌊N·P_low⌋ ≥ 1: it may really lose P_low of them;
+* **reliable**: P = 0.
 
-and prints the burst-round speed-up, the training-time reduction and the accuracy difference
-next to DBLP's published figures (5.88×, 24.4 % / 33.9 %, ≤ 0.5 pp).
+Measures (README "DBLP"): a round's **communication latency** is the slowest worker's time
+from its first send of the round to the last byte of the averaged result received. The
+**burst-round speed-up** of a burst is T_fixed / T_dblp of that round's latency (same seed,
+same round); per seed the mean over its bursts, then mean and 95 % CI over seeds. **Training
+time** is the slowest worker's wall time from its first round to its last; its reduction is
+reported as 1 − T_dblp / T_fixed (the abstract's convention) and as T_fixed / T_dblp − 1 (Table
+VIII's, the baseline normalised to DBLP = 1). Accuracy (test set of 360 digits: one image is
+0.28 pp) and perplexity differences are DBLP − fixed, per seed, then mean and CI.
 
-``--network emu`` (default) runs every host in this process on the emulated fabric (uniform
-loss on every path); ``--network fabric`` runs one agent per host of the fabric that
-``make fabric-up`` started, bursts injected by the controller on every host-facing leaf port.
+Writes ``results/microburst_latency.csv`` (one row per seed, task, policy and round, with the
+phase times), ``training_summary.csv`` (per seed, task and policy), ``microburst_faults.csv``
+(every network change with its request and applied times), ``microburst_figures.csv`` (each
+figure's n, mean, sd, 95 % CI beside the paper's) and ``microburst.png``.
+
+``--network emu`` runs every host in this process on the emulated fabric (uniform loss on
+every path); ``--network fabric`` runs one agent per host of the fabric of ``make fabric-up``
+(or one it brings up), bursts injected by the controller on every host-facing leaf port.
 """
 
 from __future__ import annotations
@@ -31,127 +43,221 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from experiments.fabric_job import FabricNotReady, FabricSession, fabric_available
 from experiments.hosts import FabricState
-from host.dblp.config import LossPolicy
+from experiments.stats import Summary, reduction_pct, slowdown_pct, summarize
+from host.dblp.config import LossPolicy, PhaseConfig
 from host.dblp.errors import RoundFailed
 from host.train.job import EventKind, JobEvent, JobSpec
 from host.train.run import JobResult
 
 PAPER = {
-    "burst_speedup_x": 5.88,
-    "training_time_reduction_avg_pct": 24.4,
-    "training_time_reduction_max_pct": 33.9,
-    "accuracy_difference_max_pp": 0.5,
+    "burst_speedup_x": "4.00-5.97x (abstract: up to 5.88x)",
+    "training_time_reduction_pct": "24.4 % avg, 33.9 % max",
+    "training_time_slowdown_pct": "26.4 % (EfficientNetB0, 90 % bursts), 19.8 % (ResNet50)",
+    "calm_slowdown_pct": "17.4 % (EfficientNetB0), 17.5 % (ResNet50), no bursts",
+    "accuracy_difference_pp": "-0.29 pp (EfficientNetB0), -0.48 pp (ResNet50); |diff| <= 0.5",
 }
-"""DBLP's published figures (arXiv 2605.01989 abstract; accuracy: Table IX, CNNs)."""
+"""DBLP's published figures (arXiv 2605.01989: abstract; Tables II–VI burst speed-ups,
+Table VIII training time with the baseline normalised to DBLP = 1, Table IX accuracy)."""
 
 POLICIES = (LossPolicy.DBLP, LossPolicy.FIXED, LossPolicy.RELIABLE)
 BURST_LEVELS_PCT = (60.0, 70.0, 80.0, 90.0)
+BURSTS_PER_RUN = (2, 3)
+"""The paper's density: 2 bursts in a 10-epoch run, 3 in a 15-epoch one."""
+MIN_CHUNKS = 128
+"""Chunks per gradient at least: ⌊128 · 0.008⌋ = 1, so the fixed-P baseline may lose one."""
+SEEDS = 5
+
+DIGITS_EPOCH_ROUNDS = 15
+"""Rounds per epoch of the digits tasks (1,437 training images, 3 workers × 32 per round): the
+CLR detector checks once per epoch, as in the paper."""
 
 TASK_SETTINGS: dict[str, JobSpec] = {
-    "digits-mlp": JobSpec("digits-mlp", rounds=150, optimizer="sgd", lr=0.1, target_metric=0.90),
-    "digits-cnn": JobSpec("digits-cnn", rounds=150, optimizer="sgd", lr=0.1, target_metric=0.90),
+    "digits-mlp": JobSpec(
+        "digits-mlp",
+        rounds=150,
+        optimizer="sgd",
+        lr=0.1,
+        target_metric=0.90,
+        min_chunks=MIN_CHUNKS,
+        phase=PhaseConfig(check_every_rounds=DIGITS_EPOCH_ROUNDS),
+    ),
+    "digits-cnn": JobSpec(
+        "digits-cnn",
+        rounds=150,
+        optimizer="sgd",
+        lr=0.1,
+        target_metric=0.90,
+        min_chunks=MIN_CHUNKS,
+        phase=PhaseConfig(check_every_rounds=DIGITS_EPOCH_ROUNDS),
+    ),
     "chars-transformer": JobSpec(
-        "chars-transformer", rounds=150, optimizer="adam", lr=3e-3, target_metric=14.0
+        "chars-transformer",
+        rounds=150,
+        optimizer="adam",
+        lr=3e-3,
+        target_metric=14.0,
+        min_chunks=MIN_CHUNKS,
     ),
 }
-"""Per task: rounds, optimizer and the target metric of "time to target" (the job of every
-policy and burst schedule starts from these)."""
+"""Per task: rounds, optimizer, chunking and the target metric of "time to target" (the job
+of every policy, seed and burst schedule starts from these)."""
 
 
 Runner = Callable[[JobSpec], JobResult]
+Results = dict[tuple[str, LossPolicy, int], JobResult]
+"""(task, policy, seed) -> the job's result."""
 
 
 def burst_schedule(
-    rounds: int, levels: Sequence[float], seed: int, first_fraction: float = 0.2
+    rounds: int,
+    seed: int,
+    *,
+    levels: Sequence[float] = BURST_LEVELS_PCT,
+    per_run: Sequence[int] = BURSTS_PER_RUN,
+    first_fraction: float = 0.25,
+    min_gap: int = 3,
 ) -> tuple[JobEvent, ...]:
-    """One burst per level at distinct random rounds in ``[first_fraction·rounds, rounds)``,
-    at least 3 rounds apart (seeded: every policy sees the same schedule)."""
+    """The bursts of one training run (seeded: every policy of the seed sees the same).
+
+    Their number is drawn from ``per_run``, each level from ``levels``, their rounds from
+    ``[first_fraction · rounds, rounds)``, at least ``min_gap`` rounds apart.
+
+    Raises:
+        ValueError: that many bursts do not fit.
+    """
     rng = random.Random(seed)
+    count = rng.choice(list(per_run))
     lo = max(1, int(rounds * first_fraction))
-    for _ in range(1000):
-        picks = sorted(rng.sample(range(lo, rounds), len(levels)))
-        if all(b - a >= 3 for a, b in zip(picks, picks[1:])):
+    if (count - 1) * min_gap >= rounds - lo:
+        raise ValueError(f"{count} bursts {min_gap} rounds apart do not fit in {rounds} rounds")
+    while True:
+        picks = sorted(rng.sample(range(lo, rounds), count))
+        if all(b - a >= min_gap for a, b in zip(picks, picks[1:], strict=False)):
             break
-    order = list(levels)
-    rng.shuffle(order)
-    return tuple(JobEvent(r, EventKind.BURST, lvl) for r, lvl in zip(picks, order))
+    return tuple(JobEvent(r, EventKind.BURST, rng.choice(list(levels))) for r in picks)
+
+
+@dataclass(frozen=True)
+class BurstRatio:
+    """One burst round of one seed: DBLP's latency against each baseline's."""
+
+    task: str
+    seed: int
+    round: int
+    level_pct: float
+    dblp_ms: float
+    fixed_ms: float
+    reliable_ms: float
+    dblp_bound: float
+    relaxed: bool  # DBLP ran at P_high (outside a critical phase), above the baseline's P
+
+    @property
+    def speedup_x(self) -> float:
+        return self.fixed_ms / self.dblp_ms if self.dblp_ms > 0 else math.nan
+
+    @property
+    def speedup_vs_reliable_x(self) -> float:
+        return self.reliable_ms / self.dblp_ms if self.dblp_ms > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class SeedFigures:
+    """The per-seed figures of one task (DBLP against the fixed-P baseline unless named)."""
+
+    task: str
+    seed: int
+    speedup_x: float  # mean over the seed's bursts
+    time_reduction_pct: float  # 1 - T_dblp / T_fixed
+    time_slowdown_pct: float  # T_fixed / T_dblp - 1
+    calm_reduction_pct: float  # the same without the burst rounds' latency
+    calm_slowdown_pct: float
+    reliable_reduction_pct: float  # 1 - T_dblp / T_reliable
+    metric_difference: float  # accuracy in pp, or perplexity
 
 
 @dataclass(frozen=True)
 class Figures:
-    """The headline numbers of one experiment (DBLP against the fixed-P baseline)."""
+    """Everything the experiment reports: per-burst and per-seed values, and their summaries."""
 
-    speedup_mean_x: float
-    speedup_max_x: float
-    speedup_by_level_x: dict[float, float]
-    speedup_relaxed_mean_x: float  # bursts that hit a round where DBLP ran at P_high
-    bursts_relaxed: int
-    bursts: int
-    time_reduction_pct: dict[str, float]  # per task
-    time_reduction_vs_reliable_pct: dict[str, float]
-    calm_time_reduction_pct: dict[str, float]  # per task, the burst rounds' latency left out
-    accuracy_difference_pp: dict[str, float]  # classification tasks: DBLP - fixed
-    perplexity_difference: dict[str, float]  # language tasks: DBLP - fixed
+    bursts: tuple[BurstRatio, ...]
+    seeds: tuple[SeedFigures, ...]
+    metric_name: dict[str, str]  # task -> "accuracy" | "perplexity"
+
+    def tasks(self) -> list[str]:
+        return list(dict.fromkeys(s.task for s in self.seeds))
+
+    def summary(self, field: str, task: str | None = None) -> Summary:
+        """A per-seed field summarised over seeds (one task, or every task's seeds)."""
+        return summarize(getattr(s, field) for s in self.seeds if task is None or s.task == task)
+
+    def speedup_by_level(self) -> dict[float, Summary]:
+        levels = sorted({b.level_pct for b in self.bursts})
+        return {
+            lvl: summarize(b.speedup_x for b in self.bursts if b.level_pct == lvl) for lvl in levels
+        }
 
     @property
-    def time_reduction_avg_pct(self) -> float:
-        return statistics.fmean(self.time_reduction_pct.values())
-
-    @property
-    def time_reduction_max_pct(self) -> float:
-        return max(self.time_reduction_pct.values())
+    def speedup_max_x(self) -> float:
+        return max((b.speedup_x for b in self.bursts), default=math.nan)
 
 
-def compute_figures(results: dict[tuple[str, LossPolicy], JobResult]) -> Figures:
-    ratios: list[tuple[float, float]] = []  # (level, fixed / dblp)
-    relaxed: list[float] = []
-    red: dict[str, float] = {}
-    red_rel: dict[str, float] = {}
-    calm: dict[str, float] = {}
-    acc: dict[str, float] = {}
-    ppl: dict[str, float] = {}
-    for task in sorted({t for t, _ in results}):
-        d, f = results[(task, LossPolicy.DBLP)], results[(task, LossPolicy.FIXED)]
+def _burst_ms(res: JobResult) -> float:
+    return sum(r.latency_ms for r in res.rows() if r.burst_loss_pct > 0) / 1e3
+
+
+def compute_figures(results: Results) -> Figures:
+    """Pair every seed's three policies and compute the figures (seeds missing a policy are
+    left out)."""
+    bursts: list[BurstRatio] = []
+    seeds: list[SeedFigures] = []
+    metric: dict[str, str] = {}
+    keys = sorted({(task, seed) for task, _, seed in results})
+    for task, seed in keys:
+        d = results.get((task, LossPolicy.DBLP, seed))
+        f = results.get((task, LossPolicy.FIXED, seed))
+        if d is None or f is None:
+            continue
+        rel = results.get((task, LossPolicy.RELIABLE, seed))
+        metric[task] = d.metric_name
         drows, frows = d.rows(), f.rows()
-        for dr, fr in zip(drows, frows):
-            if dr.burst_loss_pct > 0 and dr.latency_ms > 0:
-                ratios.append((dr.burst_loss_pct, fr.latency_ms / dr.latency_ms))
-                if dr.loss_bound > fr.loss_bound:
-                    relaxed.append(fr.latency_ms / dr.latency_ms)
-        red[task] = 100.0 * (1.0 - d.total_s / f.total_s)
-        d_burst = sum(r.latency_ms for r in drows if r.burst_loss_pct > 0) / 1e3
-        f_burst = sum(r.latency_ms for r in frows if r.burst_loss_pct > 0) / 1e3
-        calm[task] = 100.0 * (1.0 - (d.total_s - d_burst) / (f.total_s - f_burst))
-        rel = results.get((task, LossPolicy.RELIABLE))
-        if rel is not None:
-            red_rel[task] = 100.0 * (1.0 - d.total_s / rel.total_s)
-        if d.metric_name == "accuracy":
-            acc[task] = 100.0 * (d.final_metric - f.final_metric)
-        else:
-            ppl[task] = d.final_metric - f.final_metric
-    by_level = {
-        lvl: statistics.fmean(r for lv, r in ratios if lv == lvl)
-        for lvl in sorted({lv for lv, _ in ratios})
-    }
-    vals = [r for _, r in ratios] or [math.nan]
-    return Figures(
-        statistics.fmean(vals),
-        max(vals),
-        by_level,
-        statistics.fmean(relaxed) if relaxed else math.nan,
-        len(relaxed),
-        len(ratios),
-        red,
-        red_rel,
-        calm,
-        acc,
-        ppl,
-    )
+        rrows = rel.rows() if rel is not None else None
+        mine = [
+            BurstRatio(
+                task,
+                seed,
+                dr.round,
+                dr.burst_loss_pct,
+                dr.latency_ms,
+                fr.latency_ms,
+                rrows[dr.round].latency_ms if rrows is not None else math.nan,
+                dr.loss_bound,
+                dr.loss_bound > fr.loss_bound,
+            )
+            for dr, fr in zip(drows, frows, strict=True)
+            if dr.burst_loss_pct > 0
+        ]
+        bursts += mine
+        d_calm, f_calm = d.total_s - _burst_ms(d), f.total_s - _burst_ms(f)
+        diff = d.final_metric - f.final_metric
+        seeds.append(
+            SeedFigures(
+                task,
+                seed,
+                statistics.fmean(b.speedup_x for b in mine) if mine else math.nan,
+                reduction_pct(f.total_s, d.total_s),
+                slowdown_pct(f.total_s, d.total_s),
+                reduction_pct(f_calm, d_calm),
+                slowdown_pct(f_calm, d_calm),
+                reduction_pct(rel.total_s, d.total_s) if rel is not None else math.nan,
+                100.0 * diff if d.metric_name == "accuracy" else diff,
+            )
+        )
+    return Figures(tuple(bursts), tuple(seeds), metric)
 
 
 @dataclass(frozen=True)
@@ -161,183 +267,317 @@ class CsvNames:
     latency: str = "microburst_latency.csv"
     summary: str = "training_summary.csv"
     figures: str = "microburst_figures.csv"
+    faults: str = "microburst_faults.csv"
     plot: str = "microburst.png"
+
+
+LATENCY_COLUMNS = [
+    "seed",
+    "task",
+    "policy",
+    "round",
+    "burst_loss_pct",
+    "latency_ms",
+    "push_ms",
+    "gather_ms",
+    "broadcast_ms",
+    "attempts",
+    "probes",
+    "gate_ms",
+    "delivered_fraction",
+    "loss_bound",
+    "train_loss",
+    "faults",
+]
+FIGURE_COLUMNS = [
+    "figure",
+    "task",
+    "convention",
+    "n",
+    "mean",
+    "sd",
+    "ci95_low",
+    "ci95_high",
+    "min",
+    "max",
+    "paper",
+    "network",
+]
+
+
+def _figure_rows(fig: Figures, network: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+
+    def add(name: str, task: str, s: Summary, convention: str, paper: str = "") -> None:
+        rows.append(
+            {
+                "figure": name,
+                "task": task,
+                "convention": convention,
+                **{k[5:] if k.startswith("stat_") else k: v for k, v in s.row("stat_").items()},
+                "paper": paper,
+                "network": network,
+            }
+        )
+
+    everything = "all"
+    add(
+        "burst_speedup_x",
+        everything,
+        fig.summary("speedup_x"),
+        "T_fixed / T_dblp of a burst round's latency; mean of each seed's bursts",
+        PAPER["burst_speedup_x"],
+    )
+    add(
+        "burst_speedup_each_burst_x",
+        everything,
+        summarize(b.speedup_x for b in fig.bursts),
+        "T_fixed / T_dblp, every burst of every seed",
+    )
+    add(
+        "burst_speedup_at_p_high_x",
+        everything,
+        summarize(b.speedup_x for b in fig.bursts if b.relaxed),
+        "T_fixed / T_dblp, bursts where DBLP ran at P_high (the paper's case)",
+    )
+    add(
+        "burst_speedup_vs_reliable_x",
+        everything,
+        summarize(b.speedup_vs_reliable_x for b in fig.bursts),
+        "T_reliable / T_dblp, every burst",
+    )
+    for lvl, s in fig.speedup_by_level().items():
+        add(f"burst_speedup_{lvl:g}pct_x", everything, s, "T_fixed / T_dblp at this loss")
+    for task in fig.tasks():
+        add(
+            "training_time_reduction_pct",
+            task,
+            fig.summary("time_reduction_pct", task),
+            "1 - T_dblp / T_fixed (abstract)",
+            PAPER["training_time_reduction_pct"],
+        )
+        add(
+            "training_time_slowdown_pct",
+            task,
+            fig.summary("time_slowdown_pct", task),
+            "T_fixed / T_dblp - 1 (Table VIII: baseline / DBLP)",
+            PAPER["training_time_slowdown_pct"],
+        )
+        add(
+            "calm_time_reduction_pct",
+            task,
+            fig.summary("calm_reduction_pct", task),
+            "1 - T_dblp / T_fixed without the burst rounds' latency",
+        )
+        add(
+            "calm_time_slowdown_pct",
+            task,
+            fig.summary("calm_slowdown_pct", task),
+            "T_fixed / T_dblp - 1 without the burst rounds' latency",
+            PAPER["calm_slowdown_pct"],
+        )
+        add(
+            "training_time_reduction_vs_reliable_pct",
+            task,
+            fig.summary("reliable_reduction_pct", task),
+            "1 - T_dblp / T_reliable",
+        )
+        accuracy = fig.metric_name[task] == "accuracy"
+        add(
+            "accuracy_difference_pp" if accuracy else "perplexity_difference",
+            task,
+            fig.summary("metric_difference", task),
+            "DBLP - fixed",
+            PAPER["accuracy_difference_pp"] if accuracy else "+0.048 (GPT-2-S)",
+        )
+    return rows
 
 
 def write_csvs(
     out: pathlib.Path,
-    results: dict[tuple[str, LossPolicy], JobResult],
+    results: Results,
     figures: Figures,
     network: str,
     names: CsvNames = CsvNames(),
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / names.latency).open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(
-            [
-                "task",
-                "policy",
-                "round",
-                "burst_loss_pct",
-                "latency_ms",
-                "delivered_fraction",
-                "loss_bound",
-                "train_loss",
-            ]
-        )
-        for (task, _), res in results.items():
+        lat = csv.DictWriter(fh, fieldnames=LATENCY_COLUMNS)
+        lat.writeheader()
+        for (task, _, seed), res in results.items():
             for r in res.rows():
-                w.writerow(
-                    [
-                        task,
-                        r.policy,
-                        r.round,
-                        f"{r.burst_loss_pct:g}",
-                        f"{r.latency_ms:.3f}",
-                        f"{r.delivered_fraction:.4f}",
-                        f"{r.loss_bound:.4f}",
-                        f"{r.train_loss:.5f}",
-                    ]
+                lat.writerow(
+                    {
+                        "seed": seed,
+                        "task": task,
+                        "policy": r.policy,
+                        "round": r.round,
+                        "burst_loss_pct": f"{r.burst_loss_pct:g}",
+                        "latency_ms": f"{r.latency_ms:.3f}",
+                        "push_ms": f"{r.push_ms:.3f}",
+                        "gather_ms": f"{r.gather_ms:.3f}",
+                        "broadcast_ms": f"{r.broadcast_ms:.3f}",
+                        "attempts": r.attempts,
+                        "probes": r.probes,
+                        "gate_ms": f"{r.gate_ms:.3f}",
+                        "delivered_fraction": f"{r.delivered_fraction:.4f}",
+                        "loss_bound": f"{r.loss_bound:.4f}",
+                        "train_loss": f"{r.train_loss:.5f}",
+                        "faults": r.faults,
+                    }
                 )
     with (out / names.summary).open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(
+        summ = csv.writer(fh)
+        summ.writerow(
             [
+                "seed",
                 "task",
                 "policy",
                 "network",
                 "metric",
                 "target",
                 "total_time_s",
+                "burst_rounds_s",
                 "time_to_target_s",
                 "final_metric",
                 "rounds",
                 "mean_delivered_fraction",
             ]
         )
-        for (task, pol), res in results.items():
+        for (task, pol, seed), res in results.items():
             ttt = res.time_to_target_s
             rows = res.rows()
-            w.writerow(
+            summ.writerow(
                 [
+                    seed,
                     task,
                     pol.value,
                     network,
                     res.metric_name,
                     res.job.target_metric,
                     f"{res.total_s:.3f}",
+                    f"{_burst_ms(res):.3f}",
                     "" if ttt is None else f"{ttt:.3f}",
                     f"{res.final_metric:.4f}",
                     res.job.rounds,
                     f"{statistics.fmean(r.delivered_fraction for r in rows):.4f}",
                 ]
             )
+    with (out / names.faults).open("w", newline="") as fh:
+        flt = csv.writer(fh)
+        flt.writerow(
+            [
+                "seed",
+                "task",
+                "policy",
+                "round",
+                "kind",
+                "value",
+                "requested_ms",
+                "applied_ms",
+                "apply_took_ms",
+                "landed_in_round",
+                "after_round_first_send_ms",
+            ]
+        )
+        for (task, pol, seed), res in results.items():
+            if not res.faults:
+                continue
+            t0 = res.round_window(0)[0]
+            for f in res.faults:
+                landed = res.fault_round(f)
+                flt.writerow(
+                    [
+                        seed,
+                        task,
+                        pol.value,
+                        f.round,
+                        f.kind,
+                        f"{f.value:g}",
+                        f"{(f.requested_mono - t0) * 1e3:.3f}",
+                        f"{(f.applied_mono - t0) * 1e3:.3f}",
+                        f"{(f.applied_mono - f.requested_mono) * 1e3:.3f}",
+                        landed,
+                        f"{(f.applied_mono - res.round_window(landed)[0]) * 1e3:.3f}",
+                    ]
+                )
     with (out / names.figures).open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["figure", "measured", "paper", "network"])
-        w.writerow(["burst_speedup_mean_x", f"{figures.speedup_mean_x:.3f}", "", network])
-        w.writerow(
-            [
-                "burst_speedup_max_x",
-                f"{figures.speedup_max_x:.3f}",
-                PAPER["burst_speedup_x"],
-                network,
-            ]
-        )
-        for lvl, x in figures.speedup_by_level_x.items():
-            w.writerow([f"burst_speedup_{lvl:g}pct_x", f"{x:.3f}", "", network])
-        w.writerow(
-            ["burst_speedup_at_p_high_mean_x", f"{figures.speedup_relaxed_mean_x:.3f}", "", network]
-        )
-        w.writerow(
-            [
-                "training_time_reduction_avg_pct",
-                f"{figures.time_reduction_avg_pct:.2f}",
-                PAPER["training_time_reduction_avg_pct"],
-                network,
-            ]
-        )
-        w.writerow(
-            [
-                "training_time_reduction_max_pct",
-                f"{figures.time_reduction_max_pct:.2f}",
-                PAPER["training_time_reduction_max_pct"],
-                network,
-            ]
-        )
-        for task, pct in figures.calm_time_reduction_pct.items():
-            w.writerow(
-                [
-                    f"training_time_reduction_without_burst_rounds_pct_{task}",
-                    f"{pct:.2f}",
-                    "17.4 (EfficientNetB0, no burst)",
-                    network,
-                ]
-            )
-        for task, pp in figures.accuracy_difference_pp.items():
-            w.writerow(
-                [
-                    f"accuracy_difference_pp_{task}",
-                    f"{pp:.2f}",
-                    f"<= {PAPER['accuracy_difference_max_pp']}",
-                    network,
-                ]
-            )
-        for task, d in figures.perplexity_difference.items():
-            w.writerow([f"perplexity_difference_{task}", f"{d:.3f}", "", network])
+        fig = csv.DictWriter(fh, fieldnames=FIGURE_COLUMNS)
+        fig.writeheader()
+        for row in _figure_rows(figures, network):
+            fig.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in row.items()})
 
 
-def report(figures: Figures, results: dict[tuple[str, LossPolicy], JobResult]) -> str:
-    lines = ["", "policy        task                total s  to target s  final"]
-    for (task, pol), res in results.items():
-        ttt = res.time_to_target_s
-        lines.append(
-            f"{pol.value:<13} {task:<19} {res.total_s:7.1f}  "
-            f"{'never' if ttt is None else f'{ttt:.1f}':>11}  "
-            f"{res.metric_name} {res.final_metric:.4f}"
-        )
-    levels = ", ".join(f"{lvl:g} %: {x:.2f}x" for lvl, x in figures.speedup_by_level_x.items())
+def report(figures: Figures, results: Results) -> str:
+    """The console table: each figure as mean ± 95 % CI over seeds beside the paper's."""
+    seeds = sorted({s for _, _, s in results})
+    lines = [
+        "",
+        f"per run ({len(seeds)} seeds): training time s / final metric",
+        f"{'task':<19} {'policy':<9} " + " ".join(f"{'seed ' + str(s):>15}" for s in seeds),
+    ]
+    for task in dict.fromkeys(t for t, _, _ in results):
+        for pol in POLICIES:
+            cells = []
+            for s in seeds:
+                res = results.get((task, pol, s))
+                cells.append(
+                    f"{res.total_s:7.1f}/{res.final_metric:.3f}" if res is not None else "-"
+                )
+            lines.append(f"{task:<19} {pol.value:<9} " + " ".join(f"{c:>15}" for c in cells))
+    levels = ", ".join(
+        f"{lvl:g} %: {s.mean:.2f}x (n={s.n})" for lvl, s in figures.speedup_by_level().items()
+    )
+    relaxed = [b for b in figures.bursts if b.relaxed]
     lines += [
         "",
-        "figure                              measured             paper (DBLP, arXiv 2605.01989)",
-        f"burst-round speed-up vs fixed P     mean {figures.speedup_mean_x:.2f}x, "
-        f"max {figures.speedup_max_x:.2f}x   up to {PAPER['burst_speedup_x']}x",
-        f"  by burst level                    {levels}",
-        f"  bursts in rounds where DBLP ran at P_high ({figures.bursts_relaxed} of "
-        f"{figures.bursts}): mean {figures.speedup_relaxed_mean_x:.2f}x "
-        f"(in a critical phase DBLP uses P_low like the baseline)",
-        f"training-time reduction vs fixed P  avg {figures.time_reduction_avg_pct:.1f} %, "
-        f"max {figures.time_reduction_max_pct:.1f} %   "
-        f"{PAPER['training_time_reduction_avg_pct']} % avg / "
-        f"{PAPER['training_time_reduction_max_pct']} % max",
+        "latency of a round: the slowest worker's first send -> last byte of the average",
+        "figure (mean ± 95 % CI over seeds)            measured"
+        "                         paper (DBLP, arXiv 2605.01989)",
+        f"burst-round speed-up T_fixed/T_dblp          "
+        f"{figures.summary('speedup_x').format('.2f', 'x'):<32} {PAPER['burst_speedup_x']}",
+        f"  every burst (n={len(figures.bursts)}): max {figures.speedup_max_x:.2f}x; by level: "
+        f"{levels}",
+        f"  bursts where DBLP ran at P_high ({len(relaxed)} of {len(figures.bursts)}; in a "
+        f"critical phase DBLP uses P_low, like the baseline): "
+        f"{summarize(b.speedup_x for b in relaxed).format('.2f', 'x')}",
+        f"  vs P = 0: {summarize(b.speedup_vs_reliable_x for b in figures.bursts).format('.2f', 'x')}",
     ]
-    for task, r in figures.time_reduction_vs_reliable_pct.items():
-        lines.append(f"  vs P = 0 ({task})  {r:.1f} %")
-    for task, r in figures.calm_time_reduction_pct.items():
-        lines.append(
-            f"  without the burst rounds ({task})  {r:.1f} %   "
-            f"(paper, no bursts: 17.4 % EfficientNetB0, 17.5 % ResNet50)"
-        )
-    for task, pp in figures.accuracy_difference_pp.items():
-        lines.append(
-            f"accuracy difference ({task})   {pp:+.2f} pp"
-            f"{'':14}<= {PAPER['accuracy_difference_max_pp']} pp"
-        )
-    for task, d in figures.perplexity_difference.items():
-        lines.append(f"perplexity difference ({task})  {d:+.3f}")
+    for task in figures.tasks():
+        acc = figures.metric_name[task] == "accuracy"
+        lines += [
+            f"{task}:",
+            f"  training time, 1 - T_dblp/T_fixed       "
+            f"{figures.summary('time_reduction_pct', task).format('.1f', ' %'):<32} "
+            f"{PAPER['training_time_reduction_pct']}",
+            f"  training time, T_fixed/T_dblp - 1       "
+            f"{figures.summary('time_slowdown_pct', task).format('.1f', ' %'):<32} "
+            f"{PAPER['training_time_slowdown_pct']}",
+            f"  without burst rounds, T_fixed/T_dblp - 1 "
+            f"{figures.summary('calm_slowdown_pct', task).format('.1f', ' %'):<32}"
+            f"{PAPER['calm_slowdown_pct']}",
+            f"  vs P = 0, 1 - T_dblp/T_reliable         "
+            f"{figures.summary('reliable_reduction_pct', task).format('.1f', ' %')}",
+            (
+                "  accuracy difference DBLP - fixed        "
+                if acc
+                else "  perplexity difference DBLP - fixed      "
+            )
+            + f"{figures.summary('metric_difference', task).format('+.2f', ' pp' if acc else ''):<32} "
+            + (PAPER["accuracy_difference_pp"] if acc else "+0.048 (GPT-2-S)"),
+        ]
     return "\n".join(lines)
 
 
 # -- runners ---------------------------------------------------------------------------------
 
 
-def emu_runner(background_loss: float, seed: int) -> Runner:
+def emu_runner(background_loss: float) -> Runner:
     from host.train.cluster import EmuCluster
     from host.train.run import run_emu_job
 
     def run(job: JobSpec) -> JobResult:
-        with EmuCluster(seed=seed) as cl:
+        with EmuCluster(seed=job.seed) as cl:
             return run_emu_job(job, cl, background_loss=background_loss)
 
     return run
@@ -352,7 +592,8 @@ def fabric_runner(
     runs = results / "microburst_runs"
 
     def run(job: JobSpec) -> JobResult:
-        return run_fabric_job(job, state, runs / f"{job.task}-{job.policy.value}", actions)
+        where = runs / f"{job.task}-{job.policy.value}-seed{job.seed}"
+        return run_fabric_job(job, state, where, actions)
 
     return run, actions.close
 
@@ -361,40 +602,48 @@ def run_experiment(
     tasks: Sequence[str],
     runner: Runner,
     *,
-    rounds: int | None,
-    seed: int,
-    levels: Sequence[float],
+    seeds: Iterable[int],
+    rounds: int | None = None,
+    levels: Sequence[float] = BURST_LEVELS_PCT,
+    per_run: Sequence[int] = BURSTS_PER_RUN,
     policies: Sequence[LossPolicy] = POLICIES,
     log: Callable[[str], None] = print,
-) -> dict[tuple[str, LossPolicy], JobResult]:
-    results: dict[tuple[str, LossPolicy], JobResult] = {}
-    for task in tasks:
-        settings = TASK_SETTINGS[task]
-        if rounds is not None:
-            settings = dataclasses.replace(settings, rounds=rounds)
-        n = settings.rounds
-        events = burst_schedule(n, levels, seed)
-        log(
-            f"{task}: {n} rounds, bursts "
-            + ", ".join(f"{e.value:g} % at round {e.round}" for e in events)
-        )
-        for pol in policies:
-            job = dataclasses.replace(settings, policy=pol, seed=seed, events=events)
-            t0 = time.monotonic()
-            res = runner(job)
-            results[(task, pol)] = res
-            bursts = [r for r in res.rows() if r.burst_loss_pct > 0]
+) -> Results:
+    """Every (seed, task, policy) job. A job that fails is reported and left out (its seed's
+    figures then drop out of the pairing); the others still run."""
+    results: Results = {}
+    for seed in seeds:
+        for task in tasks:
+            settings = TASK_SETTINGS[task]
+            if rounds is not None:
+                settings = dataclasses.replace(settings, rounds=rounds)
+            n = settings.rounds
+            events = burst_schedule(n, seed, levels=levels, per_run=per_run)
             log(
-                f"  {pol.value:<9} {time.monotonic() - t0:6.1f} s wall, train {res.total_s:6.1f} s, "
-                f"{res.metric_name} {res.final_metric:.4f}, burst rounds "
-                + " ".join(f"{r.latency_ms:.0f}ms" for r in bursts)
+                f"seed {seed}, {task}: {n} rounds, bursts "
+                + ", ".join(f"{e.value:g} % at round {e.round}" for e in events)
             )
+            for pol in policies:
+                job = dataclasses.replace(settings, policy=pol, seed=seed, events=events)
+                t0 = time.monotonic()
+                try:
+                    res = runner(job)
+                except RoundFailed as e:
+                    log(f"  {pol.value:<9} FAILED: {e}")
+                    continue
+                results[(task, pol, seed)] = res
+                bursts = [r for r in res.rows() if r.burst_loss_pct > 0]
+                log(
+                    f"  {pol.value:<9} {time.monotonic() - t0:6.1f} s wall, train "
+                    f"{res.total_s:6.1f} s, {res.metric_name} {res.final_metric:.4f}, burst "
+                    "rounds " + " ".join(f"{r.latency_ms:.0f}ms" for r in bursts)
+                )
     return results
 
 
 DEFAULT_TASKS = {"emu": "digits-mlp,chars-transformer", "fabric": "digits-mlp,digits-cnn"}
 """What ``--tasks`` defaults to per network (the Python switches carry the transformer's
-91-chunk gradients slowly; ask for it with ``--tasks``)."""
+gradients slowly; ask for it with ``--tasks``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -416,7 +665,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--bursts",
         default=",".join(f"{x:g}" for x in BURST_LEVELS_PCT),
-        help="burst loss levels in percent, one burst each",
+        help="burst loss levels in percent; each burst draws one",
+    )
+    ap.add_argument(
+        "--bursts-per-run",
+        default=",".join(str(x) for x in BURSTS_PER_RUN),
+        help="how many bursts a run has (drawn per seed from these)",
     )
     ap.add_argument(
         "--background-loss",
@@ -430,7 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         help="link rate of a fabric the experiment brings up itself",
     )
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=SEEDS, help="seeds 1..N, each a full run")
+    ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--results", default="results")
     return ap
 
@@ -451,25 +706,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.seeds < 1:
+        print("--seeds must be at least 1", file=sys.stderr)
+        return 2
     levels = [float(x) for x in args.bursts.split(",") if x]
+    per_run = [int(x) for x in args.bursts_per_run.split(",") if x]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     out = pathlib.Path(args.results)
     print(
         f"microburst experiment on the {network} network: policies "
-        f"{', '.join(p.value for p in POLICIES)}; background loss {args.background_loss:.1%}"
+        f"{', '.join(p.value for p in POLICIES)}; {args.seeds} seeds; background loss "
+        f"{args.background_loss:.1%}; gradients in >= {MIN_CHUNKS} chunks"
     )
     try:
         with contextlib.ExitStack() as stack:
             if network == "emu":
-                runner = emu_runner(args.background_loss, args.seed)
+                runner = emu_runner(args.background_loss)
             else:
                 state = stack.enter_context(FabricSession(out, link_mbps=args.link_mbps))
                 runner, close = fabric_runner(state, out, args.background_loss)
                 stack.callback(close)
             results = run_experiment(
-                tasks, runner, rounds=args.rounds, seed=args.seed, levels=levels
+                tasks, runner, seeds=seeds, rounds=args.rounds, levels=levels, per_run=per_run
             )
-    except (FabricNotReady, RoundFailed) as e:
+    except (FabricNotReady, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    if not results:
+        print("error: no run finished", file=sys.stderr)
         return 1
     figures = compute_figures(results)
     names = CsvNames()
@@ -478,7 +742,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     png = plot_microburst(out / names.latency, out / names.summary, out / names.plot)
     print(report(figures, results))
-    print(f"\nwrote {out / names.latency}, {out / names.summary}, {out / names.figures}, {png}")
+    print(
+        f"\nwrote {out / names.latency}, {out / names.summary}, {out / names.faults}, "
+        f"{out / names.figures}, {png}"
+    )
     return 0
 
 

@@ -12,8 +12,8 @@
 
 Setup: :func:`accept_workers` / :func:`connect_worker` and :func:`connect_ring` open the
 connections and check a HELLO carrying the job's fingerprint and the rank.
-:class:`RoundHooks` lets whoever runs the server act at round boundaries (the experiments
-inject loss bursts there). A transfer that fails makes the round fail: the server aborts
+:class:`RoundHooks` lets whoever runs the server act at round boundaries (a job's network
+events enter there, :mod:`host.train.loop`). A transfer that fails makes the round fail: the server aborts
 the other links and raises :class:`~host.dblp.errors.RoundFailed` naming the worker.
 """
 
@@ -85,6 +85,7 @@ class ServerRound:
     broadcast_s: float
     grad_norm: float
     check: PhaseCheck | None
+    start_mono: float = 0.0  # time.monotonic() as the gather started (after round_start)
 
     @property
     def delivered_fraction(self) -> float:
@@ -182,7 +183,7 @@ class ParameterServer:
             t2 = time.monotonic()
         finally:
             self.hooks.round_end(round_)
-        return ServerRound(round_, bound, gathered, sent, t1 - t0, t2 - t1, norm, check)
+        return ServerRound(round_, bound, gathered, sent, t1 - t0, t2 - t1, norm, check, t0)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

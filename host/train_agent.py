@@ -17,15 +17,20 @@ host ``--workers`` names), a worker connects to ``--server``, a ring rank connec
 host of ``--ring`` and accepts the previous one. It writes its records as JSON lines to
 ``DIR/<host>.jsonl`` (:mod:`host.train.records`) and talks JSON lines on stdout:
 
-* ``{"event": "ready"}`` once its endpoint is open; ``{"event": "round", ...}`` per server
-  round; ``{"event": "done", "total_s": ...}`` at the end;
-* ``{"event": "request", "id": N, "action": "burst" | "clear_burst" | "fail_plane" |
-  "restore_plane", "value": V}`` (server only: the job's network events at round
-  boundaries); the agent waits until the driver answers ``{"ack": N}`` on stdin (the
-  network has been changed) or ``{"abort": "why"}``;
+* ``{"event": "ready"}`` once its endpoint is open; ``{"event": "round", ...}`` per round
+  (server: P, delivered fraction, gather and broadcast times; worker: its rank and its
+  latency, first send → the average's last byte); ``{"event": "done", "total_s": ...}`` at
+  the end;
+* the job's network events (:mod:`host.train.loop`): in a round where a burst starts or ends
+  (``JobSpec.gated``) the server sends ``{"event": "request", "id": N, "action":
+  "enter_round", "round": R}`` and every worker ``{"event": "request", "id": N, "action":
+  "await_round", "round": R}``; each waits until the driver answers ``{"ack": N}`` on stdin
+  (round R's network state is in place) or ``{"abort": "why"}``. In a round with a plane
+  failure or restore the server also says ``{"event": "trigger", "round": R}`` and goes on
+  without waiting: the driver applies it on its own clock;
 * ``{"event": "error", "message": ...}`` and exit status 2 when the job fails (a peer that
-  disappeared makes its round fail after ``peer_timeout_s``; a silent driver after
-  :data:`REQUEST_TIMEOUT_S`).
+  disappeared makes its round fail after the link's liveness timeout; a driver that went
+  away closes stdin, which fails a waiting request at once).
 
 Nothing read from stdin or the network is unpickled or evaluated (JSON only).
 """
@@ -48,12 +53,14 @@ from host.network import UdpNetwork
 from host.paths import RouteTable, fabric_nics, host_id
 from host.train.cluster import job_dblp_config, job_mrc_config
 from host.train.job import JobSpec, JobSpecError
-from host.train.loop import EventHooks, NetworkActions, ServerRecord
+from host.train.loop import ServerRecord, WorkerRound
 from host.train.records import Record, to_line
 from host.train.roles import run_ps_worker, run_ring_rank, run_server
 from topologies.model import Fabric, TopologyError
 
-REQUEST_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 3600.0
+"""A request the driver leaves unanswered this long fails (a driver that died closes stdin,
+which fails it at once; a slow controller on a busy machine only makes it wait)."""
 ROLES = ("server", "worker", "ring")
 
 
@@ -75,46 +82,45 @@ class Console:
             self._out.write(json.dumps({"event": event, **fields}) + "\n")
             self._out.flush()
 
-    def request(self, action: str, value: float) -> None:
-        """Ask the driver to change the network; return once it has.
+    def request(self, action: str, round_: int) -> None:
+        """Ask the driver for ``action`` on round ``round_``; return once it answered.
 
         Raises:
             AgentError: the driver refused, went away or said nothing in time.
         """
         self._next += 1
         rid = self._next
-        self.emit("request", id=rid, action=action, value=value)
+        self.emit("request", id=rid, action=action, round=round_)
         box: list[str] = []
         reader = threading.Thread(target=lambda: box.append(self._inp.readline()), daemon=True)
         reader.start()
         reader.join(REQUEST_TIMEOUT_S)
         if not box or not box[0]:
-            raise AgentError(f"the driver did not answer request {rid} ({action})")
+            raise AgentError(f"the driver did not answer request {rid} ({action} {round_})")
         try:
             answer = json.loads(box[0])
         except json.JSONDecodeError as e:
             raise AgentError(f"the driver answered request {rid} with non-JSON") from e
         if not isinstance(answer, dict) or answer.get("ack") != rid:
-            raise AgentError(f"request {rid} ({action}) refused: {answer!r:.200}")
+            raise AgentError(f"request {rid} ({action} {round_}) refused: {answer!r:.200}")
 
 
-class PipeActions(NetworkActions):
-    """Network events as requests to the driver (which runs the controller)."""
+class DriverRounds:
+    """The fabric's :class:`~host.train.loop.RoundNetwork`: the experiment driver, which runs
+    the controller, changes the network when asked on this agent's stdout."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, job: JobSpec, console: Console) -> None:
+        self.job = job
         self.console = console
 
-    def burst(self, loss_pct: float) -> None:
-        self.console.request("burst", loss_pct)
+    def enter_round(self, round_: int) -> None:
+        if self.job.gated(round_):
+            self.console.request("enter_round", round_)
+        if self.job.triggers(round_):
+            self.console.emit("trigger", round=round_)
 
-    def clear_burst(self) -> None:
-        self.console.request("clear_burst", 0.0)
-
-    def fail_plane(self, plane: int) -> None:
-        self.console.request("fail_plane", plane)
-
-    def restore_plane(self, plane: int) -> None:
-        self.console.request("restore_plane", plane)
+    def await_round(self, round_: int) -> None:
+        self.console.request("await_round", round_)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,7 +172,26 @@ def run(args: argparse.Namespace, console: Console) -> float:
         if args.role == "server":
             return _serve(job, endpoint, _hosts(fabric, args.workers), cfg, console, write)
         if args.role == "worker":
-            res = run_ps_worker(job, endpoint, cfg, args.rank, host_id(fabric, args.server), write)
+
+            def note(rec: WorkerRound) -> None:
+                write(rec)
+                console.emit(
+                    "round",
+                    rank=rec.rank,
+                    round=rec.round,
+                    latency_ms=round(rec.allreduce_ms, 3),
+                    gate_ms=round(rec.gate_ms, 3),
+                )
+
+            res = run_ps_worker(
+                job,
+                endpoint,
+                cfg,
+                args.rank,
+                host_id(fabric, args.server),
+                note,
+                DriverRounds(job, console),
+            )
         else:
             res = run_ring_rank(job, endpoint, cfg, args.rank, _hosts(fabric, args.ring), write)
         for ev in res.evals:
@@ -194,12 +219,12 @@ def _serve(
             "round",
             round=rec.round,
             bound=rec.loss_bound,
-            latency_ms=round(rec.gather_ms + rec.broadcast_ms, 3),
+            gather_ms=round(rec.gather_ms, 3),
+            broadcast_ms=round(rec.broadcast_ms, 3),
             delivered_fraction=round(rec.delivered_fraction, 4),
         )
 
-    hooks = EventHooks(job, PipeActions(console))
-    recs = run_server(job, endpoint, cfg, hooks, note, worker_hosts=workers)
+    recs = run_server(job, endpoint, cfg, DriverRounds(job, console), note, worker_hosts=workers)
     return recs[-1].wall_s if recs else 0.0
 
 
@@ -215,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["AgentError", "Console", "PipeActions", "main", "run"]
+__all__ = ["AgentError", "Console", "DriverRounds", "main", "run"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -103,7 +103,10 @@ class DblpConfig:
     numbers, each answered): the longer the silence, the more redundancy."""
     peer_timeout_s: float = 10.0
     """A transfer fails (:class:`~host.dblp.errors.RoundFailed`) when nothing of it has come
-    from the peer for this long."""
+    from the peer for this long, or for ``liveness_factor`` times the longest transfer the
+    link has completed, whichever is longer (:class:`~host.dblp.link.Liveness`): a machine
+    that gets slower stretches the timeout instead of failing the job."""
+    liveness_factor: float = 10.0
     linger_s: float = 2.0
     """Closing a link waits at most this long for its reliable control messages (the last
     STOP above all) to be acknowledged, so a peer still waiting for them finishes."""
@@ -117,7 +120,7 @@ class DblpConfig:
             raise ValueError(f"packet_bytes must be at least {CHUNK_HEADER_BYTES + 8}")
         if self.probe_grace_s < 0:
             raise ValueError("probe_grace_s must be >= 0")
-        for name in ("settle_timeout_s", "probe_interval_s", "peer_timeout_s"):
+        for name in ("settle_timeout_s", "probe_interval_s", "peer_timeout_s", "liveness_factor"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.control_copies < 0 or self.reprobe_copies_max < 1:

@@ -72,6 +72,25 @@ class _Inbox(Generic[_Item]):
         return item
 
 
+class Liveness:
+    """How long a transfer may hear nothing from its peer before it fails: the configured
+    ``peer_timeout_s``, stretched to ``liveness_factor`` × the longest transfer this link has
+    completed (progress measured on this link, so a loaded machine slows the job instead of
+    failing it, while a peer that vanished is still found)."""
+
+    def __init__(self, base_s: float, factor: float) -> None:
+        self.base_s = base_s
+        self.factor = factor
+        self.longest_s = 0.0
+
+    def observe(self, transfer_s: float) -> None:
+        self.longest_s = max(self.longest_s, transfer_s)
+
+    @property
+    def timeout_s(self) -> float:
+        return max(self.base_s, self.factor * self.longest_s)
+
+
 class DblpLink:
     """DBLP's view of one connection (either end; the same class at both).
 
@@ -89,6 +108,7 @@ class DblpLink:
         self.peer = conn.peer
         self.name = name or f"host {conn.peer}"
         self.drops: Counter[str] = Counter()
+        self.liveness = Liveness(self.cfg.peer_timeout_s, self.cfg.liveness_factor)
         self._rx: _Inbox[Event] = _Inbox()
         self._tx: _Inbox[Control] = _Inbox()
         self._setup: _Inbox[Control] = _Inbox()

@@ -17,7 +17,9 @@ whatever chunks are already queued. Its ``P`` is its own or, when it passes none
 sender's (every chunk and probe carries it).
 
 Either side raises :class:`~host.dblp.errors.RoundFailed` when nothing of the transfer has
-come from the peer for ``peer_timeout_s`` (a worker or server that disappeared), when the
+come from the peer for the link's liveness timeout (``peer_timeout_s``, stretched by the
+longest transfer seen: :class:`~host.dblp.link.Liveness`; a worker or server that
+disappeared), when the
 connection fails, or when the peer aborts.
 """
 
@@ -132,7 +134,7 @@ def send_tensor(
             answer = _await_answer(link, key, attempt, next_probe)
             now = time.monotonic()
             if answer is None:
-                if now - last_heard > cfg.peer_timeout_s:
+                if now - last_heard > link.liveness.timeout_s:
                     raise RoundFailed(
                         f"round {round_} tensor {tensor_id}: no answer from "
                         f"{link.name} for {now - last_heard:.1f} s (attempt "
@@ -141,6 +143,7 @@ def send_tensor(
                 continue
             last_heard = now
             if answer.kind is ControlKind.STOP:
+                link.liveness.observe(now - t0)
                 return SendReport(
                     round_,
                     tensor_id,
@@ -199,7 +202,7 @@ def recv_tensor(
     Args:
         bound: this receiver's P; None = the sender's (carried by its chunks and probes).
     Raises:
-        RoundFailed: nothing came from the sender for ``peer_timeout_s``, the connection
+        RoundFailed: nothing came from the sender for the liveness timeout, the connection
             failed, or the sender aborted.
     """
     cfg = link.cfg
@@ -219,10 +222,10 @@ def recv_tensor(
         if backlog:
             ev: Event | None = backlog.pop(0)
         else:
-            ev = link.next_rx(max(0.0, last_heard + cfg.peer_timeout_s - time.monotonic()))
+            ev = link.next_rx(max(0.0, last_heard + link.liveness.timeout_s - time.monotonic()))
         now = time.monotonic()
         if ev is None:
-            if now - last_heard >= cfg.peer_timeout_s:
+            if now - last_heard >= link.liveness.timeout_s:
                 raise RoundFailed(
                     f"round {round_} tensor {spec.tensor_id}: nothing from "
                     f"{link.name} for {now - last_heard:.1f} s "
@@ -281,6 +284,7 @@ def recv_tensor(
             link.finished(stop)
             link.send_control(stop)
             end = time.monotonic()
+            link.liveness.observe(end - t0)
             return RecvReport(
                 round_,
                 spec.tensor_id,

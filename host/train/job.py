@@ -28,11 +28,25 @@ class Collective(enum.Enum):
 
 
 class EventKind(enum.Enum):
-    """What the coordinator asks the network to do at a round boundary."""
+    """What happens to the network in a round (how each kind is applied:
+    :data:`ROUND_ALIGNED`)."""
 
-    BURST = "burst"  # loss of ``value`` % on every path for this round's communication
-    FAIL_PLANE = "fail_plane"  # plane ``value`` fails from this round on
-    RESTORE_PLANE = "restore_plane"  # plane ``value`` comes back from this round on
+    BURST = "burst"
+    """Loss of ``value`` % on every host-facing port, both directions, for exactly this
+    round's communication: on before any host sends in the round, off before any sends in
+    the next one (every agent waits for it at the round's start, outside the measured
+    latency)."""
+    FAIL_PLANE = "fail_plane"
+    """Plane ``value`` fails while this round runs: triggered as the coordinator starts the
+    round and applied by the driver on its own clock, without anyone waiting for it (a
+    failure in the middle of the round's communication, as in a real fabric)."""
+    RESTORE_PLANE = "restore_plane"
+    """Plane ``value`` comes back, triggered like a failure."""
+
+
+ROUND_ALIGNED = frozenset({EventKind.BURST})
+"""Kinds that change the network exactly at round boundaries (agents wait for them); the
+others are triggered at the round's start and land wherever the driver's clock puts them."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,10 @@ class JobSpec:
     events: tuple[JobEvent, ...] = ()
     peer_timeout_s: float = 30.0
     setup_timeout_s: float = 60.0
+    min_chunks: int = 0
+    """Cut the gradient into at least this many DBLP chunks (one chunk = one packet); 0: as
+    many as full packets need. A loss bound P can only drop ⌊N·P⌋ of N chunks, so a baseline
+    at P_low = 0.8 % needs N ≥ 125 to lose anything at all."""
 
     def __post_init__(self) -> None:
         if self.task not in TASK_NAMES:
@@ -71,6 +89,8 @@ class JobSpec:
         for name in ("rounds", "batch_size", "eval_every", "workers"):
             if getattr(self, name) < 1:
                 raise JobSpecError(f"{name} must be >= 1")
+        if self.min_chunks < 0:
+            raise JobSpecError("min_chunks must be >= 0")
         if self.optimizer not in ("sgd", "adam"):
             raise JobSpecError(f"optimizer must be 'sgd' or 'adam', not '{self.optimizer}'")
         if self.lr <= 0 or self.peer_timeout_s <= 0 or self.setup_timeout_s <= 0:
@@ -90,6 +110,17 @@ class JobSpec:
 
     def burst_pct(self, round_: int) -> float:
         return sum(e.value for e in self.events_at(round_) if e.kind is EventKind.BURST)
+
+    def gated(self, round_: int) -> bool:
+        """Whether every agent waits at the start of ``round_`` until the network is in the
+        round's state: a burst starts or ends there (round-aligned events change)."""
+        return round_ < self.rounds and (
+            self.burst_pct(round_) != (self.burst_pct(round_ - 1) if round_ > 0 else 0.0)
+        )
+
+    def triggers(self, round_: int) -> list[JobEvent]:
+        """The events the coordinator triggers as it starts ``round_`` without waiting."""
+        return [e for e in self.events_at(round_) if e.kind not in ROUND_ALIGNED]
 
     # -- JSON ----------------------------------------------------------------------------------
 

@@ -26,9 +26,11 @@ collective, and with it its links, when it returns or fails.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from host.api import MessageEndpoint
 from host.collectives import (
+    NoHooks,
     ParameterServer,
     PsWorker,
     RingAllReduce,
@@ -38,25 +40,42 @@ from host.collectives import (
     connect_worker,
     job_fingerprint,
 )
+from host.dblp.chunks import CHUNK_HEADER_BYTES, chunk_elems_for
 from host.dblp.config import DblpConfig
 from host.dblp.errors import JobMismatch
 from host.dblp.phase import PhaseController
 from host.train.job import JobSpec
 from host.train.loop import (
+    EventHooks,
+    RoundNetwork,
     ServerRecord,
     WorkerResult,
     WorkerRound,
+    gradient_numel,
     gradient_spec,
     serve,
     train_worker,
 )
 
 
+def chunked_config(job: JobSpec, cfg: DblpConfig) -> DblpConfig:
+    """``cfg`` with chunks small enough that the job's gradient has at least
+    ``job.min_chunks`` of them (both ends of every transfer must use the same)."""
+    if not job.min_chunks:
+        return cfg
+    numel = gradient_numel(job)
+    elems = max(1, numel // job.min_chunks)
+    itemsize = 4  # gradients travel as float32 (gradient_spec)
+    if elems >= chunk_elems_for(cfg.packet_bytes, gradient_spec(job).dtype):
+        return cfg
+    return replace(cfg, packet_bytes=CHUNK_HEADER_BYTES + elems * itemsize)
+
+
 def run_server(
     job: JobSpec,
     endpoint: MessageEndpoint,
     cfg: DblpConfig,
-    hooks: RoundHooks,
+    network: RoundNetwork | None = None,
     on_round: Callable[[ServerRecord], None] | None = None,
     *,
     worker_hosts: Sequence[int] | None = None,
@@ -64,7 +83,7 @@ def run_server(
     """The parameter server of ``job`` on ``endpoint``: accept every worker, then serve.
 
     Args:
-        hooks: called at each round's start and end (the job's network events).
+        network: entered at each round's start (the job's network events); None: none.
         on_round: called with each round's record as it finishes.
         worker_hosts: the host each rank must connect from (None: any host).
     Returns:
@@ -76,6 +95,7 @@ def run_server(
             ``worker_hosts`` names.
     """
     spec = gradient_spec(job)
+    cfg = chunked_config(job, cfg)
     links = accept_workers(
         endpoint, set(range(job.workers)), _fingerprint(job), cfg, job.setup_timeout_s
     )
@@ -85,6 +105,7 @@ def run_server(
                 raise JobMismatch(
                     f"rank {rank} connected from host {link.peer}, expected {worker_hosts[rank]}"
                 )
+    hooks: RoundHooks = EventHooks(network) if network is not None else NoHooks()
     server = ParameterServer(links, PhaseController(job.policy, job.phase), hooks)
     try:
         return serve(job, server, spec, on_round)
@@ -99,18 +120,24 @@ def run_ps_worker(
     rank: int,
     server_host: int,
     on_round: Callable[[WorkerRound], None] | None = None,
+    network: RoundNetwork | None = None,
 ) -> WorkerResult:
     """Worker ``rank`` of ``job``'s parameter server, which runs on host ``server_host``.
+
+    ``network`` is waited on at the start of rounds where the job's events change it.
 
     Raises:
         RoundFailed: the server did not answer the HELLO within ``job.setup_timeout_s``, or
             disappeared, failed or aborted during a round.
         JobMismatch: the server runs another job.
     """
+    cfg = chunked_config(job, cfg)
     link = connect_worker(endpoint, server_host, rank, _fingerprint(job), cfg, job.setup_timeout_s)
     worker = PsWorker(link)
     try:
-        return train_worker(job, rank, worker.allreduce, evaluate=rank == 0, on_round=on_round)
+        return train_worker(
+            job, rank, worker.allreduce, evaluate=rank == 0, on_round=on_round, network=network
+        )
     finally:
         worker.close()
 
@@ -130,6 +157,7 @@ def run_ring_rank(
             disappeared, failed or aborted during a round.
         JobMismatch: a neighbour runs another job or claims another rank.
     """
+    cfg = chunked_config(job, cfg)
     to_next, from_prev = connect_ring(
         endpoint, rank, list(hosts), _fingerprint(job), cfg, job.setup_timeout_s
     )

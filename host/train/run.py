@@ -12,8 +12,9 @@ and the job summary.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -22,7 +23,14 @@ from host.dblp.config import DblpConfig
 from host.dblp.errors import DblpError, RoundFailed
 from host.train.cluster import EmuCluster, job_dblp_config
 from host.train.job import Collective, JobSpec
-from host.train.loop import EventHooks, NetworkActions, ServerRecord, WorkerResult
+from host.train.loop import (
+    FaultRecord,
+    NetworkActions,
+    ServerRecord,
+    WorkerResult,
+    apply_round_state,
+    apply_triggers,
+)
 from host.train.roles import run_ps_worker, run_ring_rank, run_server
 from host.train.tasks import TASKS
 
@@ -31,15 +39,33 @@ SERVER_HOST = 0
 
 @dataclass(frozen=True)
 class RoundRow:
-    """One round of a job, as the experiment CSV writes it."""
+    """One round of a job, as the experiment CSVs write it (times in ms).
+
+    ``latency_ms`` is the round's communication latency: the slowest worker's time from its
+    first send of the round to the last byte of the averaged result received (the one
+    definition of :mod:`host.train.loop`). The phase columns say where it went: ``push_ms``
+    the slowest worker's push (first chunk → the server's STOP), ``gather_ms`` and
+    ``broadcast_ms`` the server's two phases, ``attempts`` the most send attempts any
+    transfer of the round needed (1: no resend), ``probes`` the probes sent and answered by
+    the workers. ``gate_ms`` is the longest wait for the network to enter the round's state
+    (not part of the latency); ``faults`` the triggered events that were applied while the
+    round's communication ran, with their time after the round's first send.
+    """
 
     policy: str
     round: int
     burst_loss_pct: float
-    latency_ms: float  # PS: slowest worker's push + the broadcast; ring: slowest all-reduce
+    latency_ms: float
     delivered_fraction: float
     loss_bound: float
     train_loss: float
+    push_ms: float = 0.0
+    gather_ms: float = 0.0
+    broadcast_ms: float = 0.0
+    attempts: int = 1
+    probes: int = 0
+    gate_ms: float = 0.0
+    faults: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +73,7 @@ class JobResult:
     job: JobSpec
     server: tuple[ServerRecord, ...]
     workers: dict[int, WorkerResult]
+    faults: tuple[FaultRecord, ...] = field(default=())
 
     @property
     def metric_name(self) -> str:
@@ -69,35 +96,56 @@ class JobResult:
                 return ev.wall_s
         return None
 
+    def round_window(self, r: int) -> tuple[float, float]:
+        """(first send, last result received) of round ``r`` over all workers (monotonic)."""
+        recs = [w.rounds[r] for w in self.workers.values()]
+        return (
+            min(x.start_mono for x in recs),
+            max(x.start_mono + x.allreduce_ms / 1e3 for x in recs),
+        )
+
+    def fault_round(self, f: FaultRecord) -> int:
+        """The round whose communication was running (or next to run) when ``f`` applied."""
+        for r in range(self.job.rounds):
+            if f.applied_mono <= self.round_window(r)[1]:
+                return r
+        return self.job.rounds - 1
+
     def rows(self) -> list[RoundRow]:
         out = []
         by_round = {s.round: s for s in self.server}
+        hits: dict[int, list[str]] = {}
+        for f in self.faults:
+            if f.kind in ("burst", "clear_burst"):
+                continue
+            r = self.fault_round(f)
+            after_ms = (f.applied_mono - self.round_window(r)[0]) * 1e3
+            hits.setdefault(r, []).append(f"{f.kind} {f.value:g} @{after_ms:+.0f}ms")
         for r in range(self.job.rounds):
             recs = [w.rounds[r] for w in self.workers.values()]
-            loss = sum(x.train_loss for x in recs) / len(recs)
-            s = by_round.get(r)
-            if s is not None:  # parameter server
-                latency = max(x.push_ms for x in recs) + s.broadcast_ms
-                row = RoundRow(
+            s = by_round.get(r)  # None: a ring, no server
+            out.append(
+                RoundRow(
                     self.job.policy.value,
                     r,
                     self.job.burst_pct(r),
-                    latency,
-                    s.delivered_fraction,
-                    s.loss_bound,
-                    loss,
+                    latency_ms=max(x.allreduce_ms for x in recs),
+                    delivered_fraction=(
+                        s.delivered_fraction
+                        if s is not None
+                        else sum(x.delivered_fraction for x in recs) / len(recs)
+                    ),
+                    loss_bound=s.loss_bound if s is not None else recs[0].loss_bound,
+                    train_loss=sum(x.train_loss for x in recs) / len(recs),
+                    push_ms=max(x.push_ms for x in recs),
+                    gather_ms=s.gather_ms if s is not None else 0.0,
+                    broadcast_ms=s.broadcast_ms if s is not None else 0.0,
+                    attempts=max(max(x.attempts for x in recs), s.broadcast_attempts if s else 1),
+                    probes=sum(x.probes for x in recs),
+                    gate_ms=max(x.gate_ms for x in recs),
+                    faults="; ".join(hits.get(r, [])),
                 )
-            else:
-                row = RoundRow(
-                    self.job.policy.value,
-                    r,
-                    self.job.burst_pct(r),
-                    max(x.allreduce_ms for x in recs),
-                    sum(x.delivered_fraction for x in recs) / len(recs),
-                    recs[0].loss_bound,
-                    loss,
-                )
-            out.append(row)
+            )
         return out
 
 
@@ -119,6 +167,35 @@ class EmuActions(NetworkActions):
 
     def restore_plane(self, plane: int) -> None:
         self.cluster.restore_plane(plane)
+
+
+class EmuRounds:
+    """The emulator's :class:`~host.train.loop.RoundNetwork`: the coordinator applies each
+    round's state on the emulator directly (microseconds) and releases the workers waiting
+    for it; applied events are recorded in :attr:`faults`."""
+
+    def __init__(self, job: JobSpec, actions: NetworkActions) -> None:
+        self.job = job
+        self.actions = actions
+        self.faults: list[FaultRecord] = []
+        self._ready = {r: threading.Event() for r in range(job.rounds) if job.gated(r)}
+        self._failed = threading.Event()
+
+    def enter_round(self, round_: int) -> None:
+        self.faults += apply_round_state(self.job, self.actions, round_)
+        if round_ in self._ready:
+            self._ready[round_].set()
+        self.faults += apply_triggers(self.job, self.actions, round_, time.monotonic())
+
+    def await_round(self, round_: int) -> None:
+        ready = self._ready.get(round_)
+        while ready is not None and not ready.wait(0.1):
+            if self._failed.is_set():
+                raise RoundFailed(f"round {round_}: the coordinator failed before it started")
+
+    def fail(self) -> None:
+        """The coordinator is gone: release every waiter with an error."""
+        self._failed.set()
 
 
 def run_emu_job(
@@ -164,16 +241,20 @@ def run_emu_job(
         return lambda rec: on_round(kind, rec) if on_round is not None else None
 
     threads: list[threading.Thread] = []
+    rounds = EmuRounds(job, EmuActions(cluster, background_loss))
     if job.collective is Collective.PS:
-        hooks = EventHooks(job, EmuActions(cluster, background_loss))
 
         def server() -> None:
-            recs = run_server(job, eps[SERVER_HOST], cfg, hooks, note("server"))
+            try:
+                recs = run_server(job, eps[SERVER_HOST], cfg, rounds, note("server"))
+            except BaseException:
+                rounds.fail()
+                raise
             with lock:
                 server_recs.extend(recs)
 
         def worker(rank: int) -> WorkerResult:
-            return run_ps_worker(job, eps[rank + 1], cfg, rank, SERVER_HOST, note("worker"))
+            return run_ps_worker(job, eps[rank + 1], cfg, rank, SERVER_HOST, note("worker"), rounds)
 
         threads.append(threading.Thread(target=guarded(server), name="ps-server"))
     else:
@@ -204,4 +285,4 @@ def run_emu_job(
         if isinstance(first, DblpError):
             raise RoundFailed(str(first)) from first
         raise first
-    return JobResult(job, tuple(server_recs), dict(sorted(workers.items())))
+    return JobResult(job, tuple(server_recs), dict(sorted(workers.items())), tuple(rounds.faults))

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from experiments.microburst import CsvNames, burst_schedule, compute_figures, report, write_csvs
+from experiments.microburst import (
+    CsvNames,
+    Results,
+    burst_schedule,
+    compute_figures,
+    report,
+    write_csvs,
+)
 from experiments.plot import plot_microburst
 from host.dblp.config import LossPolicy
 from host.train.job import EventKind, JobEvent, JobSpec
@@ -18,15 +25,21 @@ from host.train.records import RecordError, from_line, to_line
 from host.train.run import JobResult
 
 
-def test_burst_schedule_is_seeded_spaced_and_one_burst_per_level() -> None:
-    a = burst_schedule(150, [60, 70, 80, 90], seed=3)
-    assert a == burst_schedule(150, [60, 70, 80, 90], seed=3)
-    assert a != burst_schedule(150, [60, 70, 80, 90], seed=4)
-    rounds = [e.round for e in a]
-    assert rounds == sorted(rounds) and min(rounds) >= 30 and max(rounds) < 150
-    assert all(b - x >= 3 for x, b in zip(rounds, rounds[1:]))
-    assert sorted(e.value for e in a) == [60, 70, 80, 90]
+def test_burst_schedule_is_seeded_spaced_and_as_dense_as_the_papers() -> None:
+    a = burst_schedule(150, seed=3)
+    assert a == burst_schedule(150, seed=3)
+    assert any(burst_schedule(150, seed=s) != a for s in range(4, 10))
+    counts = {len(burst_schedule(150, seed=s)) for s in range(40)}
+    assert counts == {2, 3}  # 2-3 bursts per training run, as in the paper
+    levels = {e.value for s in range(40) for e in burst_schedule(150, seed=s)}
+    assert levels == {60.0, 70.0, 80.0, 90.0}
+    for s in range(40):
+        rounds = [e.round for e in burst_schedule(150, seed=s)]
+        assert rounds == sorted(rounds) and min(rounds) >= 37 and max(rounds) < 150
+        assert all(b - x >= 3 for x, b in zip(rounds, rounds[1:], strict=False))
     assert all(e.kind is EventKind.BURST for e in a)
+    with pytest.raises(ValueError, match="do not fit"):
+        burst_schedule(5, seed=1, per_run=(3,))
 
 
 def fake_result(
@@ -34,11 +47,15 @@ def fake_result(
     burst_ms: float,
     calm_ms: float,
     accuracy: float,
+    seed: int = 1,
     rounds: int = 20,
     burst_round: int = 10,
 ) -> JobResult:
     job = JobSpec(
-        rounds=rounds, policy=policy, events=(JobEvent(burst_round, EventKind.BURST, 90),)
+        rounds=rounds,
+        policy=policy,
+        seed=seed,
+        events=(JobEvent(burst_round, EventKind.BURST, 90),),
     )
     bound = {LossPolicy.DBLP: 0.408, LossPolicy.FIXED: 0.008, LossPolicy.RELIABLE: 0.0}[policy]
     lat = [burst_ms if r == burst_round else calm_ms for r in range(rounds)]
@@ -48,8 +65,12 @@ def fake_result(
     )
     workers = {}
     for rank in range(3):
+        starts = [sum(lat[:r]) / 1e3 + rank * 1e-3 for r in range(rounds)]
         rows = tuple(
-            WorkerRound(rank, r, 0.5, lat[r] / 2, lat[r], 1.0, bound, 0.0) for r in range(rounds)
+            WorkerRound(
+                rank, r, 0.5, lat[r] / 2, lat[r] - rank, 1.0, bound, 0.0, start_mono=starts[r]
+            )
+            for r in range(rounds)
         )
         total = sum(lat) / 1e3
         workers[rank] = WorkerResult(
@@ -59,50 +80,70 @@ def fake_result(
 
 
 @pytest.fixture
-def results() -> dict[tuple[str, LossPolicy], JobResult]:
-    return {
-        ("digits-mlp", LossPolicy.DBLP): fake_result(LossPolicy.DBLP, 1000, 100, 0.95),
-        ("digits-mlp", LossPolicy.FIXED): fake_result(LossPolicy.FIXED, 5000, 100, 0.955),
-        ("digits-mlp", LossPolicy.RELIABLE): fake_result(LossPolicy.RELIABLE, 6000, 120, 0.955),
-    }
+def results() -> Results:
+    out: Results = {}
+    for seed, (fixed_burst, acc) in enumerate([(5000, 0.955), (3000, 0.945)], start=1):
+        out[("digits-mlp", LossPolicy.DBLP, seed)] = fake_result(
+            LossPolicy.DBLP, 1000, 100, 0.95, seed
+        )
+        out[("digits-mlp", LossPolicy.FIXED, seed)] = fake_result(
+            LossPolicy.FIXED, fixed_burst, 100, acc, seed
+        )
+        out[("digits-mlp", LossPolicy.RELIABLE, seed)] = fake_result(
+            LossPolicy.RELIABLE, 6000, 120, 0.955, seed
+        )
+    return out
 
 
-def test_figures_compare_dblp_with_the_fixed_baseline(results) -> None:  # type: ignore[no-untyped-def]
+def test_a_rounds_latency_is_the_slowest_workers_first_send_to_last_byte() -> None:
+    res = fake_result(LossPolicy.DBLP, 1000, 100, 0.95)
+    rows = res.rows()
+    assert rows[10].latency_ms == pytest.approx(1000)  # rank 0: lat - 0, the slowest
+    assert rows[3].latency_ms == pytest.approx(100)
+    assert rows[10].broadcast_ms == pytest.approx(500) and rows[10].push_ms == pytest.approx(500)
+
+
+def test_figures_pair_each_seed_and_summarise_over_seeds(results: Results) -> None:
     fig = compute_figures(results)
-    assert fig.speedup_mean_x == pytest.approx(5.0) and fig.speedup_by_level_x == {90.0: 5.0}
-    assert fig.speedup_relaxed_mean_x == pytest.approx(5.0) and fig.bursts_relaxed == 1
-    assert fig.time_reduction_pct["digits-mlp"] == pytest.approx(100 * (1 - 2.9 / 6.9))
-    assert fig.calm_time_reduction_pct["digits-mlp"] == pytest.approx(0.0)
-    assert fig.accuracy_difference_pp["digits-mlp"] == pytest.approx(-0.5)
+    assert [b.speedup_x for b in fig.bursts] == [pytest.approx(5.0), pytest.approx(3.0)]
+    s = fig.summary("speedup_x")
+    assert s.n == 2 and s.mean == pytest.approx(4.0) and s.ci_low < 4.0 < s.ci_high
+    # training time in both conventions: 1 - T_dblp / T_fixed and T_fixed / T_dblp - 1
+    d_total, f_total = 2.9, 6.9
+    red = fig.seeds[0].time_reduction_pct
+    assert red == pytest.approx(100 * (1 - d_total / f_total))
+    assert fig.seeds[0].time_slowdown_pct == pytest.approx(100 * (f_total / d_total - 1))
+    assert fig.seeds[0].calm_reduction_pct == pytest.approx(0.0)
+    diffs = [x.metric_difference for x in fig.seeds]
+    assert diffs == [pytest.approx(-0.5), pytest.approx(0.5)]
     text = report(fig, results)
-    assert "5.88x" in text and "24.4 %" in text and "0.5 pp" in text
+    assert "4.00-5.97" in text and "24.4" in text and "95 % CI" in text
+    assert "T_fixed/T_dblp - 1" in text and "1 - T_dblp/T_fixed" in text
 
 
-def test_csvs_have_headers_units_and_one_row_per_round(results, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_csvs_have_seeds_phases_and_figures_with_intervals(
+    results: Results, tmp_path: Path
+) -> None:
     names = CsvNames()
     write_csvs(tmp_path, results, compute_figures(results), "emu", names)
     with (tmp_path / names.latency).open() as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == [
-        "task",
-        "policy",
-        "round",
-        "burst_loss_pct",
-        "latency_ms",
-        "delivered_fraction",
-        "loss_bound",
-        "train_loss",
-    ]
-    assert len(rows) == 60
+    assert list(rows[0])[:6] == ["seed", "task", "policy", "round", "burst_loss_pct", "latency_ms"]
+    assert {"push_ms", "gather_ms", "broadcast_ms", "attempts", "gate_ms", "faults"} <= set(rows[0])
+    assert len(rows) == 2 * 3 * 20
     burst = [r for r in rows if r["policy"] == "fixed" and r["burst_loss_pct"] == "90"]
-    assert len(burst) == 1 and float(burst[0]["latency_ms"]) == pytest.approx(5000)
+    assert sorted(float(r["latency_ms"]) for r in burst) == [3000, 5000]
     with (tmp_path / names.summary).open() as fh:
         summary = list(csv.DictReader(fh))
-    assert {r["policy"] for r in summary} == {"dblp", "fixed", "reliable"}
-    assert set(summary[0]) >= {"total_time_s", "time_to_target_s", "final_metric"}
+    assert {(r["policy"], r["seed"]) for r in summary} == {
+        (p, s) for p in ("dblp", "fixed", "reliable") for s in ("1", "2")
+    }
     with (tmp_path / names.figures).open() as fh:
-        figs = {r["figure"]: r for r in csv.DictReader(fh)}
-    assert figs["burst_speedup_max_x"]["paper"] == "5.88"
+        figs = {(r["figure"], r["task"]): r for r in csv.DictReader(fh)}
+    speed = figs[("burst_speedup_x", "all")]
+    assert speed["n"] == "2" and float(speed["mean"]) == pytest.approx(4.0)
+    assert float(speed["ci95_low"]) < 4.0 < float(speed["ci95_high"])
+    assert "Table VIII" in figs[("training_time_slowdown_pct", "digits-mlp")]["convention"]
     png = plot_microburst(tmp_path / names.latency, tmp_path / names.summary, tmp_path / "x.png")
     assert png.stat().st_size > 10_000
 

@@ -13,6 +13,7 @@ from host.dblp.config import LossPolicy, PhaseConfig
 from host.train.job import TASK_NAMES, Collective, EventKind, JobEvent, JobSpec, JobSpecError
 from host.train.loop import EventHooks, NetworkActions, flat_grad, set_flat_grad
 from host.train.models import Mlp
+from host.train.run import EmuRounds
 from host.train.tasks import TASKS
 
 
@@ -112,19 +113,45 @@ class Recorder(NetworkActions):
         self.calls.append(("restore", plane))
 
 
-def test_a_burst_covers_exactly_its_round_and_plane_events_stay() -> None:
+def test_a_burst_covers_exactly_its_round_and_plane_events_are_triggered() -> None:
     job = JobSpec(
         rounds=10,
         events=(
             JobEvent(2, EventKind.BURST, 70),
+            JobEvent(3, EventKind.BURST, 90),
             JobEvent(4, EventKind.FAIL_PLANE, 1),
             JobEvent(7, EventKind.RESTORE_PLANE, 1),
+            JobEvent(9, EventKind.BURST, 60),
         ),
     )
     rec = Recorder()
-    hooks = EventHooks(job, rec)
+    rounds = EmuRounds(job, rec)
+    hooks = EventHooks(rounds)
     for r in range(10):
         hooks.round_start(r)
         hooks.round_end(r)
-    assert rec.calls == [("burst", 70), ("clear", 0), ("fail", 1), ("restore", 1)]
-    assert job.burst_pct(2) == 70 and job.burst_pct(3) == 0
+    assert rec.calls == [
+        ("burst", 70),
+        ("burst", 90),
+        ("clear", 0),
+        ("fail", 1),
+        ("restore", 1),
+        ("burst", 60),
+    ]
+    # everyone waits where the burst state changes, nowhere else
+    assert [r for r in range(10) if job.gated(r)] == [2, 3, 4, 9]
+    assert [e.kind for r in range(10) for e in job.triggers(r)] == [
+        EventKind.FAIL_PLANE,
+        EventKind.RESTORE_PLANE,
+    ]
+    assert [(f.round, f.kind) for f in rounds.faults] == [
+        (2, "burst"),
+        (3, "burst"),
+        (4, "clear_burst"),
+        (4, "fail_plane"),
+        (7, "restore_plane"),
+        (9, "burst"),
+    ]
+    assert all(f.requested_mono <= f.applied_mono for f in rounds.faults)
+    for r in (2, 3, 4, 9):
+        rounds.await_round(r)  # released: the coordinator entered them

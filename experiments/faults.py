@@ -1,0 +1,138 @@
+"""The fault scheduler of a training job on the fabric: network events on their own clock.
+
+The experiment driver's event loop only reads what the agents say; every change to the
+network happens here, in one thread with its own queue, so that no fault waits behind the
+agents' events and no agent's event waits behind a slow controller call:
+
+* ``enter_round`` (the parameter server starts a round where a burst starts or ends,
+  :meth:`host.train.job.JobSpec.gated`): the burst goes on (off) through the controller;
+  then the server and every worker waiting for that round are answered at once;
+* ``await_round`` (a worker is ready to send in such a round): answered as soon as the
+  round's state is in place (at once when it already is);
+* ``trigger`` (the server starts a round with a plane failure or restore): applied on
+  arrival, nobody waits for it; it lands wherever it lands in the round's communication.
+
+Every change is kept as a :class:`~host.train.loop.FaultRecord` with the monotonic times of
+the request and of the controller call's return, which the job's CSVs carry. A controller
+error is kept and raised by :meth:`FaultScheduler.check` in the driver's loop.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from host.train.job import JobSpec
+from host.train.loop import FaultRecord, NetworkActions, apply_round_state, apply_triggers
+
+Reply = Callable[[], None]
+"""Answers one waiting agent (writes its ack to the agent's stdin)."""
+
+
+class FaultError(RuntimeError):
+    """The network could not be changed (the controller failed); the message says how."""
+
+
+@dataclass(frozen=True)
+class _Enter:
+    round: int
+    requested_mono: float
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    round: int
+    requested_mono: float
+
+
+class FaultScheduler:
+    """Applies a job's network events through ``actions`` in a thread of its own.
+
+    Use as a context manager; :meth:`close` stops the thread after the queued work.
+    """
+
+    def __init__(self, job: JobSpec, actions: NetworkActions) -> None:
+        self.job = job
+        self.actions = actions
+        self.faults: list[FaultRecord] = []
+        self._lock = threading.Lock()
+        self._applied: set[int] = set()
+        self._waiting: dict[int, list[Reply]] = {}
+        self._work: queue.Queue[_Enter | _Trigger | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fault-scheduler", daemon=True)
+        self._thread.start()
+
+    # -- what the driver's loop calls (never blocks) ----------------------------------------
+
+    def enter_round(self, round_: int, reply: Reply) -> None:
+        """The coordinator asks for round ``round_``'s state; ``reply`` once it is in place."""
+        with self._lock:
+            self._waiting.setdefault(round_, []).append(reply)
+        self._work.put(_Enter(round_, time.monotonic()))
+
+    def await_round(self, round_: int, reply: Reply) -> None:
+        """A worker waits for round ``round_``'s state: ``reply`` now or once it is there."""
+        with self._lock:
+            if round_ not in self._applied:
+                self._waiting.setdefault(round_, []).append(reply)
+                return
+        reply()
+
+    def trigger(self, round_: int) -> None:
+        """Apply the events triggered at round ``round_``'s start (nobody waits)."""
+        self._work.put(_Trigger(round_, time.monotonic()))
+
+    def check(self) -> None:
+        """Raise the controller's failure, if any (the driver's loop calls this)."""
+        if self._error is not None:
+            raise FaultError(f"changing the network failed: {self._error}") from self._error
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            if self._error is not None:
+                continue
+            try:
+                if isinstance(item, _Enter):
+                    self._enter(item)
+                else:
+                    records = apply_triggers(
+                        self.job, self.actions, item.round, item.requested_mono
+                    )
+                    with self._lock:
+                        self.faults += records
+            except Exception as e:  # reported through check() in the driver's loop
+                self._error = e
+
+    def _enter(self, item: _Enter) -> None:
+        records = apply_round_state(self.job, self.actions, item.round)
+        records = [
+            FaultRecord(r.round, r.kind, r.value, item.requested_mono, r.applied_mono)
+            for r in records
+        ]
+        with self._lock:
+            self.faults += records
+            self._applied.add(item.round)
+            replies = self._waiting.pop(item.round, [])
+        for reply in replies:
+            reply()
+
+    def close(self) -> None:
+        """Finish the queued work and stop the thread (idempotent)."""
+        if self._thread.is_alive():
+            self._work.put(None)
+            self._thread.join()
+
+    def __enter__(self) -> FaultScheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
