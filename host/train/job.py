@@ -14,7 +14,7 @@ from typing import Any
 
 from host.dblp.config import LossPolicy, PhaseConfig
 
-TASK_NAMES = ("digits-mlp", "digits-cnn", "chars-transformer")
+TASK_NAMES = ("digits-mlp", "digits-cnn", "chars-transformer", "chars-transformer-m")
 """The tasks of :data:`host.train.tasks.TASKS` (checked there at import)."""
 
 

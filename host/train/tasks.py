@@ -7,6 +7,8 @@ name                   data                    model        metric
 ``digits-cnn``         scikit-learn digits     small CNN    test accuracy
 ``chars-transformer``  Python's help text      1-layer      validation perplexity (lower is
                                                transformer  better)
+``chars-transformer-m`` Python's help text     2-layer      validation perplexity (DiLoCo:
+                                               transformer  sized for its regimes)
 =====================  ======================  ===========  ===============================
 """
 
@@ -16,6 +18,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -85,16 +88,29 @@ def _digits(make: Callable[[], nn.Module]) -> Callable[[int, int, int, int], Tas
     return bind
 
 
-def _chars(seed: int, rank: int, world: int, batch: int) -> TaskRun:
+def _chars(
+    seed: int,
+    rank: int,
+    world: int,
+    batch: int,
+    *,
+    width: int = 32,
+    layers: int = 1,
+    heads: int = 2,
+    context: int = CONTEXT,
+) -> TaskRun:
     corpus = data.chars()
     mine = data.char_slice(corpus.train, rank, world)
-    model = _seeded(seed, lambda: CharTransformer(corpus.vocab, CONTEXT, width=32))
+    model = _seeded(
+        seed,
+        lambda: CharTransformer(corpus.vocab, context, width=width, heads=heads, layers=layers),
+    )
     rng = np.random.default_rng((seed, rank))
-    vx, vy = data.char_windows(corpus.valid, CONTEXT, EVAL_WINDOWS, np.random.default_rng(seed))
+    vx, vy = data.char_windows(corpus.valid, context, EVAL_WINDOWS, np.random.default_rng(seed))
     vxt, vyt = torch.from_numpy(vx), torch.from_numpy(vy)
 
     def next_batch(_round: int) -> tuple[torch.Tensor, torch.Tensor]:
-        bx, by = data.char_windows(mine, CONTEXT, batch, rng)
+        bx, by = data.char_windows(mine, context, batch, rng)
         return torch.from_numpy(bx), torch.from_numpy(by)
 
     def evaluate(m: nn.Module) -> float:
@@ -104,10 +120,23 @@ def _chars(seed: int, rank: int, world: int, batch: int) -> TaskRun:
     return TaskRun(model, next_batch, _xent, evaluate)
 
 
+CHARS_M_CONTEXT = 64
+"""Context of ``chars-transformer-m``."""
+
+
 TASKS: dict[str, Task] = {
     "digits-mlp": Task("digits-mlp", "accuracy", True, _digits(Mlp)),
     "digits-cnn": Task("digits-cnn", "accuracy", True, _digits(SmallCnn)),
     "chars-transformer": Task("chars-transformer", "perplexity", False, _chars),
+    # ~50 k parameters (197 KB as float32), ~10 ms per step of 16 windows on one core: one
+    # DiLoCo round of H = 20 is ~0.2 s of compute against a few hundred KB of all-reduce,
+    # the paper's communication/compute regime at links of a few Mbit/s.
+    "chars-transformer-m": Task(
+        "chars-transformer-m",
+        "perplexity",
+        False,
+        partial(_chars, width=48, layers=2, heads=2, context=CHARS_M_CONTEXT),
+    ),
 }
 
 if set(TASKS) != set(TASK_NAMES):  # the job format and the table must agree
