@@ -136,16 +136,18 @@ bench-fabric: $(STAMP)
 # Each brings up its own default fabric (refused while another runs) and stops it. Link rate:
 # LINK_MBPS when given on the command line, else the experiment's own (failover 5 Mbit/s,
 # collisions 2 Mbit/s: rates at which the software switches fit in the machine's CPUs).
+# SEEDS=N runs every variant under seeds 0..N-1 (default: failover 5, collisions 3).
 EXP_LINK_ARG = $(if $(filter command line,$(origin LINK_MBPS)),--link-mbps $(LINK_MBPS))
+EXP_SEEDS_ARG = $(if $(SEEDS),--seeds $(SEEDS))
 .PHONY: exp-failover exp-collisions
 
 exp-failover: $(STAMP)
 	$(PY) -m experiments.failover --results $(RESULTS) --out $(RESULTS)/plane_failure.csv \
-	  $(EXP_LINK_ARG)
+	  $(EXP_LINK_ARG) $(EXP_SEEDS_ARG)
 
 exp-collisions: $(STAMP)
 	$(PY) -m experiments.collisions --results $(RESULTS) --out $(RESULTS)/flow_collisions.csv \
-	  $(EXP_LINK_ARG)
+	  $(EXP_LINK_ARG) $(EXP_SEEDS_ARG)
 
 # DBLP (README "DBLP: bounded-loss gradient exchange"): both bring the default fabric up at
 # DBLP_LINK_MBPS when none is running and this machine can (root, Mininet) and take it down

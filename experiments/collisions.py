@@ -1,6 +1,6 @@
 """``make exp-collisions``: N simultaneous flows across the fabric, MRC vs single-path ECMP.
 
-``python -m experiments.collisions [--link-mbps 2] [--trials 2]`` brings up the default
+``python -m experiments.collisions [--link-mbps 2] [--seeds 3]`` brings up the default
 fabric (2 planes x (2 leaves + 2 spines), 2 hosts per leaf) and runs one flow from every host
 to every host on the other leaf: 8 flows, each host sending two and receiving two, every flow
 crossing a spine. Every flow keeps ``--depth`` messages of ``--msg-bytes`` outstanding for
@@ -9,8 +9,8 @@ crossing a spine. Every flow keeps ``--depth`` messages of ``--msg-bytes`` outst
 * **MRC** sprays every flow over all P x S micro-SID paths.
 * **Single-path ECMP** puts each flow on one plane (a hash of its connection) and the
   switches' ECMP picks its spine (a hash of addresses, ports and flow label); flows that land
-  on the same link share it while other links idle. Which flows collide depends on the hash,
-  so each trial opens new connections.
+  on the same link share it while other links idle. Which flows collide depends on the hash
+  of the connection, which the seed fixes (below).
 
 Each transport runs under two window controls (``--cc``): ``nscc``, the transport's
 congestion window (``host.mrc.emulated.emulated_fabric_config``), and ``fixed``, a fixed window
@@ -26,20 +26,45 @@ because every packet through a software switch costs CPU (see the README); at 2 
 (about 165 full packets per second per link) the eight switches and four hosts fit in two
 cores.
 
-Outputs: ``flow_collisions.csv`` (per transport, window control, trial and flow, plus a row
-``all`` per trial: throughput, planes used, message completion-time percentiles),
-``flow_collisions_summary.csv`` (per transport and window control over the trials) and
-``flow_collisions.png`` (from the CSVs only).
+Seeds: every (transport, window control) runs once per seed (``--seeds N``, default 3;
+``--trials`` is the old name), each run with new connections. A seed fixes
+
+* the connections' ids (``host.stream_agent --seed``), which pick each single-path flow's
+  plane (a hash of the hosts and the id), and so which flows collide on a plane;
+* each host's start: a uniform draw from [0, ``--start-jitter-ms``) after the common start
+  (the same for every variant of the seed), so that the flows do not all open their windows
+  in the same instant and the order in which they grab the queues varies.
+
+It does not fix the spine the switches' ECMP gives a single-path flow (a hash of addresses,
+ports and the IPv6 flow label, which the kernel chooses), nor the machine's scheduling.
+
+Message completion time (MCT): from the sender's ``send()`` to the acknowledgement of the
+message's last packet at the sender, for the messages sent after the warm-up that completed
+before the end; per seed, percentiles over all flows' messages (``numpy.percentile``, linear).
+
+Outputs:
+
+* ``flow_collisions.csv``: per transport, window control, seed and flow, plus a row ``all``
+  per seed: goodput, share of the fair share (``all``: of the goodput capacity), planes used,
+  MCT percentiles, retransmissions, the load average, and ``error`` (why a seed failed: a row
+  ``all`` with blank figures; or what a host process reported);
+* ``flow_collisions_summary.csv``: per transport, window control and figure (those of
+  :func:`seed_figures`), over the seeds: ``n``, ``mean``, ``sd``, ``ci95_low``,
+  ``ci95_high``, ``min``, ``max`` (:mod:`experiments.stats`: a t-based 95 % confidence
+  interval of the mean);
+* ``flow_collisions.png`` (from the CSVs only: ``--plot-only``): every flow's goodput in every
+  seed, and bars from zero of capacity used and MCT p50 / p99 with their 95 % intervals.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
-import statistics
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
@@ -47,18 +72,24 @@ import numpy
 
 from experiments.mrc_fabric import (
     PAYLOAD_EFFICIENCY,
+    TIMEOUTS,
     ExperimentOutputs,
     FabricBusy,
     FabricParams,
+    SeedFigure,
     add_fabric_args,
+    attempt,
     load_1m,
     own_fabric,
+    print_seed_table,
     read_csv,
+    seed_rng,
     start_all,
     start_hosts,
     stop_all,
     write_csv,
 )
+from experiments.stats import SUMMARY_COLUMNS, Summary, summary_rows, to_float
 from host.mrc.config import FABRIC_PAYLOAD_BYTES
 from host.stream_agent import RunSpec
 from topologies.emulation.bringup import BringUp
@@ -70,12 +101,13 @@ TRIAL_FILE = "trial.json"
 FLOW_HEADER = (
     "transport",
     "cc",
-    "trial",
+    "seed",
     "flow",
     "planes_used",
     "throughput_mbps",
     "completed_mbps",
     "fair_share_mbps",
+    "fair_share_pct",
     "messages",
     "mct_p50_ms",
     "mct_p90_ms",
@@ -84,27 +116,55 @@ FLOW_HEADER = (
     "retransmits",
     "rto_events",
     "rehashes",
+    "load_1m",
+    "error",
 )
+"""``fair_share_mbps`` and ``fair_share_pct`` of the row ``all``: the fabric's goodput
+capacity and the share of it used."""
 MCT_PERCENTILES = (50, 90, 99, 100)
 """The percentiles of the ``mct_p50_ms``, ``mct_p90_ms``, ``mct_p99_ms`` and ``mct_max_ms``
 columns (``numpy.percentile``, linear interpolation)."""
-SUMMARY_HEADER = (
-    "transport",
-    "cc",
-    "trials",
-    "flows",
-    "link_mbps",
-    "capacity_mbps",
-    "goodput_capacity_mbps",
+SEED_FIGURES = (
+    "capacity_pct",
+    "wire_pct",
     "throughput_mbps",
-    "capacity_fraction",
-    "capacity_fraction_min",
-    "wire_fraction",
     "slowest_flow_mbps",
+    "jain_fairness",
     "mct_p50_ms",
+    "mct_p90_ms",
     "mct_p99_ms",
+    "mct_max_ms",
+    "retransmits",
+    "rto_events",
+    "rehashes",
     "load_1m",
 )
+"""The figures of one seed (:func:`seed_figures`) that the summary CSV summarises."""
+SUMMARY_HEADER = ("transport", "cc", "figure", *SUMMARY_COLUMNS)
+FIGURES = (
+    SeedFigure(
+        "capacity_pct",
+        "capacity used (%): aggregate goodput / the fabric's goodput capacity, after the warm-up",
+        lower_is_better=False,
+    ),
+    SeedFigure(
+        "mct_p50_ms",
+        "message completion time p50 (ms): send() -> last packet acknowledged, all flows",
+        ".0f",
+    ),
+    SeedFigure("mct_p99_ms", "message completion time p99 (ms), the same messages", ".0f"),
+    SeedFigure(
+        "slowest_flow_mbps", "slowest flow's goodput (Mbit/s)", ".2f", lower_is_better=False
+    ),
+    SeedFigure(
+        "jain_fairness",
+        "Jain's fairness index of the flows' goodputs (1: all equal)",
+        ".3f",
+        lower_is_better=False,
+    ),
+)
+"""The console table's figures (the summary CSV has all of :data:`SEED_FIGURES`)."""
+BASELINES = {"mrc/nscc": "single_path/nscc", "mrc/fixed": "single_path/fixed"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +175,11 @@ class CollisionParams(ExperimentOutputs):
     depth: int = 8
     duration_s: float = 30.0
     warmup_s: float = 8.0
-    trials: int = 2
+    seeds: int = 3
+    """Every variant runs once per seed 0 .. seeds-1."""
+    start_jitter_ms: float = 100.0
+    """Each host starts a uniform draw from [0, this) after the common start, drawn per seed
+    (the same for every variant of the seed)."""
     sample_ms: float = 50.0
     cc_modes: tuple[str, ...] = CC_MODES
     fixed_window_packets: int = 28
@@ -142,19 +206,29 @@ def capacity_mbps(fabric: Fabric) -> float:
     return s.leaves * s.planes * min(s.spines, s.hosts_per_leaf) * s.link_mbps
 
 
+def start_offsets_s(p: CollisionParams, fabric: Fabric, seed: int) -> dict[str, float]:
+    """Each host's start after the common instant under ``seed`` (seconds)."""
+    rng = seed_rng("collisions", seed)
+    return {h.name: rng.uniform(0.0, p.start_jitter_ms / 1e3) for h in fabric.hosts}
+
+
 @dataclass
 class TrialRecord:
-    """One trial's facts besides the host processes' CSVs (``<out_dir>/trial.json``)."""
+    """One seed's run of one variant besides the host processes' CSVs
+    (``<out_dir>/trial.json``)."""
 
     transport: str
     cc: str
-    trial: int
+    seed: int
     start: float
     out_dir: pathlib.Path
     planes: dict[str, list[int]]
     conn_ids: dict[str, int]
     load: float
     errors: list[str]
+    """What the host processes reported (the run's figures stand)."""
+    failed: str = ""
+    """Why the run failed (no figures)."""
 
     def save(self, spec: FabricSpec) -> None:
         doc = {k: v for k, v in vars(self).items() if k != "out_dir"}
@@ -164,17 +238,23 @@ class TrialRecord:
     def read(cls, out_dir: pathlib.Path) -> tuple[TrialRecord, FabricSpec]:
         doc = json.loads((out_dir / TRIAL_FILE).read_text())
         spec = FabricSpec(**doc.pop("fabric"))
+        if "trial" in doc:  # written before seeds
+            doc["seed"] = doc.pop("trial")
         return cls(out_dir=out_dir, **doc), spec
 
 
-def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str, trial: int) -> TrialRecord:
+def trial_dir(p: CollisionParams, transport: str, cc: str, seed: int) -> pathlib.Path:
+    return p.run_dir / f"{transport}_{cc}_{seed}"
+
+
+def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str, seed: int) -> TrialRecord:
     """Every flow of :func:`flows_of` at once with one transport and window control."""
     if cc not in CC_MODES:
         raise ValueError(f"unknown window control {cc!r}; choose from {', '.join(CC_MODES)}")
     fabric = up.net.fabric
     topo = str(up.net.topology_path.resolve())
-    name = f"{transport}_{cc}_{trial}"
-    out_dir = p.run_dir / name
+    out_dir = trial_dir(p, transport, cc, seed)
+    name = out_dir.name
     window = p.fixed_window_packets * FABRIC_PAYLOAD_BYTES if cc == "fixed" else 0
     flows = flows_of(fabric)
     specs = [
@@ -191,6 +271,7 @@ def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str, trial: i
             out_dir=str(out_dir),
             fixed_window_bytes=window,
             plain_cc=p.plain_cc,
+            seed=seed,
         )
         for h in fabric.hosts
     ]
@@ -199,20 +280,20 @@ def run_trial(up: BringUp, p: CollisionParams, transport: str, cc: str, trial: i
     with (p.run_dir / f"{name}.log").open("wb") as log:
         procs = start_hosts(up, specs, log)
         try:
-            at = start_all(procs)
+            at = start_all(procs, offsets_s=start_offsets_s(p, fabric, seed))
             for name, proc in procs.items():
                 for _ in (d for s, d in flows if s == name):
-                    ev = proc.wait_event("path", p.duration_s + 30)
+                    ev = proc.wait_event("path", p.duration_s + TIMEOUTS.slack_s)
                     planes[ev["flow"]] = [int(x) for x in ev["planes"]]
                     conn_ids[ev["flow"]] = int(ev["conn_id"])
             for name, proc in procs.items():
                 for _ in (d for s, d in flows if s == name):
-                    proc.wait_event("sent", p.duration_s + 90)
+                    proc.wait_event("sent", p.duration_s + TIMEOUTS.slack_s)
             load = load_1m()
         finally:
             done = stop_all(procs)
     errors = [f"{h}: {e}" for h, d in done.items() for e in d.get("errors", [])]
-    rec = TrialRecord(transport, cc, trial, at, out_dir, planes, conn_ids, load, errors)
+    rec = TrialRecord(transport, cc, seed, at, out_dir, planes, conn_ids, load, errors)
     rec.save(fabric.spec)
     return rec
 
@@ -268,17 +349,20 @@ def analyse(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[
             (
                 rec.transport,
                 rec.cc,
-                rec.trial,
+                rec.seed,
                 flow,
                 "+".join(map(str, used)),
                 round(mbps, 3),
                 round(completed, 3),
                 round(fair, 3),
+                round(100 * mbps / fair, 2),
                 len(done_in),
                 *_pcts(mct),
                 retx,
                 kinds.count("rto"),
                 kinds.count("rehash"),
+                rec.load,
+                "",
             )
         )
     cap = capacity_mbps(fabric) * PAYLOAD_EFFICIENCY
@@ -291,20 +375,29 @@ def analyse(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[
         (
             rec.transport,
             rec.cc,
-            rec.trial,
+            rec.seed,
             "all",
             "",
             round(total, 3),
             round(total_completed, 3),
             round(cap, 3),
+            round(100 * total / cap, 2),
             col_sum("messages"),
             *_pcts(all_mct),
             col_sum("retransmits"),
             col_sum("rto_events"),
             col_sum("rehashes"),
+            rec.load,
+            "; ".join(rec.errors),
         )
     )
     return rows
+
+
+def failed_row(transport: str, cc: str, seed: int, error: str) -> tuple[object, ...]:
+    """The row ``all`` of a seed that failed: its keys, blank figures and the error."""
+    keys = {"transport": transport, "cc": cc, "seed": seed, "flow": "all", "error": error}
+    return tuple(keys.get(c, "") for c in FLOW_HEADER)
 
 
 @dataclass(frozen=True)
@@ -353,46 +446,56 @@ def _pcts(mct: Sequence[float]) -> tuple[object, ...]:
     return tuple(round(float(v), 1) for v in numpy.percentile(mct, MCT_PERCENTILES))
 
 
-def summarize(
-    rows: Sequence[tuple[object, ...]], loads: dict[tuple[str, str], list[float]], fabric: Fabric
-) -> list[tuple[object, ...]]:
-    """One row per (transport, window control): means over the trials."""
-    col = {name: i for i, name in enumerate(FLOW_HEADER)}
-    cap = capacity_mbps(fabric)
-    gcap = cap * PAYLOAD_EFFICIENCY
-    out: list[tuple[object, ...]] = []
-    for key in dict.fromkeys((str(r[0]), str(r[1])) for r in rows):
-        mine = [r for r in rows if (r[0], r[1]) == key]
-        alls = [r for r in mine if r[col["flow"]] == "all"]
-        flows = [r for r in mine if r[col["flow"]] != "all"]
+def seed_figures(rows: Sequence[Mapping[str, str]]) -> list[dict[str, object]]:
+    """One dict per (transport, window control, seed) of the flows CSV: its keys and the
+    figures of :data:`SEED_FIGURES` (blank where the seed failed).
 
-        def floats(name: str, group: Sequence[tuple[object, ...]]) -> list[float]:
-            return [float(str(r[col[name]])) for r in group if r[col[name]] != ""]
-
-        tput, p50, p99 = (
-            floats("throughput_mbps", alls),
-            floats("mct_p50_ms", alls),
-            floats("mct_p99_ms", alls),
-        )
+    ``capacity_pct`` is the row ``all``'s goodput over the goodput capacity, ``wire_pct`` over
+    the raw link capacity; ``slowest_flow_mbps`` and ``jain_fairness``
+    ((sum x)^2 / (n sum x^2)) are over the seed's flows' goodputs; the MCT percentiles and
+    counts are the row ``all``'s.
+    """
+    groups: dict[tuple[str, str, str], list[Mapping[str, str]]] = {}
+    for r in rows:
+        groups.setdefault((r["transport"], r["cc"], r["seed"]), []).append(r)
+    out: list[dict[str, object]] = []
+    for (transport, cc, seed), mine in groups.items():
+        alls = [r for r in mine if r["flow"] == "all"]
+        flows = [to_float(r["throughput_mbps"]) for r in mine if r["flow"] != "all"]
+        flows = [x for x in flows if not math.isnan(x)]
+        a: Mapping[str, str] = alls[0] if alls else {}
+        cap = to_float(a.get("fair_share_mbps"))
+        tput = to_float(a.get("throughput_mbps"))
+        squares = sum(x * x for x in flows)
+        fig: dict[str, object] = {
+            "capacity_pct": to_float(a.get("fair_share_pct")),
+            "wire_pct": 100 * tput / (cap / PAYLOAD_EFFICIENCY) if cap > 0 else math.nan,
+            "throughput_mbps": tput,
+            "slowest_flow_mbps": min(flows) if flows else math.nan,
+            "jain_fairness": sum(flows) ** 2 / (len(flows) * squares) if squares > 0 else math.nan,
+            **{f: to_float(a.get(f)) for f in SEED_FIGURES if f.startswith("mct_")},
+            **{f: to_float(a.get(f)) for f in ("retransmits", "rto_events", "rehashes")},
+            "load_1m": to_float(a.get("load_1m")),
+        }
         out.append(
-            (
-                *key,
-                len(alls),
-                len(flows) // max(1, len(alls)),
-                fabric.spec.link_mbps,
-                round(cap, 3),
-                round(gcap, 3),
-                round(statistics.mean(tput), 3),
-                round(statistics.mean(tput) / gcap, 4),
-                round(min(tput) / gcap, 4),
-                round(statistics.mean(tput) / cap, 4),
-                round(min(floats("throughput_mbps", flows)), 3),
-                round(statistics.mean(p50), 1) if p50 else "",
-                round(statistics.mean(p99), 1) if p99 else "",
-                round(statistics.mean(loads.get(key, [0.0])), 2),
-            )
+            {
+                "transport": transport,
+                "cc": cc,
+                "seed": seed,
+                **{f: fig[f] for f in SEED_FIGURES},
+                "error": a.get("error", ""),
+            }
         )
     return out
+
+
+def summarize(rows: Sequence[Mapping[str, str]]) -> list[tuple[object, ...]]:
+    """The summary CSV's rows: per (transport, window control) and figure of
+    :func:`seed_figures`, its mean, sd and 95 % interval over the seeds that have it."""
+    return [
+        tuple(r[c] for c in SUMMARY_HEADER)
+        for r in summary_rows(seed_figures(rows), ("transport", "cc"), SEED_FIGURES, ndigits=4)
+    ]
 
 
 # -- plot (reads only the CSVs) -----------------------------------------------------------------
@@ -401,20 +504,31 @@ def summarize(
 def plot(
     csv_path: str | pathlib.Path, summary_path: str | pathlib.Path, png: str | pathlib.Path
 ) -> None:
+    """Every flow's goodput in every seed, and bars from zero of the capacity used and of the
+    MCT p50 / p99 (mean over the seeds, 95 % interval, seeds as dots), from the two CSVs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = read_csv(csv_path)
-    summary = {(r["transport"], r["cc"]): r for r in read_csv(summary_path)}
+    stats = {
+        (r["transport"], r["cc"], r["figure"]): Summary.from_row(r) for r in read_csv(summary_path)
+    }
+    per_seed = seed_figures(rows)
     variants = list(dict.fromkeys((r["transport"], r["cc"]) for r in rows))
     colors = {"mrc": "tab:blue", "single_path": "tab:orange"}
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax1, ax2, ax3) = plt.subplots(
+        1, 3, figsize=(16, 4.8), gridspec_kw={"width_ratios": [3, 1.6, 2]}
+    )
     flows = list(dict.fromkeys(r["flow"] for r in rows if r["flow"] != "all"))
     width = 0.8 / max(1, len(variants))
     for k, (tr, cc) in enumerate(variants):
-        mine = [r for r in rows if (r["transport"], r["cc"]) == (tr, cc) and r["flow"] != "all"]
+        mine = [
+            r
+            for r in rows
+            if (r["transport"], r["cc"]) == (tr, cc) and r["flow"] != "all" and r["throughput_mbps"]
+        ]
         xs = {f: i + (k - (len(variants) - 1) / 2) * width for i, f in enumerate(flows)}
         ax1.scatter(
             [xs[r["flow"]] for r in mine],
@@ -425,30 +539,90 @@ def plot(
             alpha=0.8,
             label=f"{tr} ({cc})",
         )
-    fair = float(next(r["fair_share_mbps"] for r in rows if r["flow"] != "all"))
+    fair = next((float(r["fair_share_mbps"]) for r in rows if r["flow"] != "all"), math.nan)
     ax1.axhline(fair, ls="--", color="0.4", lw=1)
     ax1.set_xticks(range(len(flows)), flows, rotation=45, fontsize=7)
-    ax1.set_ylabel("per-flow goodput (Mbit/s); dashed: fair share")
+    ax1.set_ylabel("per-flow goodput after the warm-up (Mbit/s); dashed: fair share")
     ax1.set_ylim(bottom=0)
     ax1.legend(fontsize=7)
-    ax1.set_title("per-flow goodput, every trial")
-    for k, key in enumerate(variants):
-        s = summary.get(key, {})
-        frac = float(s.get("capacity_fraction", "nan")) * 100
-        ax2.bar(k, frac, color=colors.get(key[0], "0.4"), hatch="" if key[1] == "fixed" else "//")
+    ax1.set_title(f"per-flow goodput, every seed ({len({r['seed'] for r in rows})} seeds)")
+
+    labels = [f"{t}\n{c}" for t, c in variants]
+    top = 105.0
+    for k, (tr, cc) in enumerate(variants):
+        s = stats.get((tr, cc, "capacity_pct"), Summary.from_row({}))
+        lo, hi = s.error_bar()
+        ax2.bar(
+            k,
+            0.0 if math.isnan(s.mean) else s.mean,
+            yerr=[[lo], [hi]],
+            capsize=4,
+            color=colors.get(tr, "0.4"),
+            hatch="" if cc == "fixed" else "//",
+            alpha=0.8,
+        )
+        vals = [
+            v
+            for r in per_seed
+            if (r["transport"], r["cc"]) == (tr, cc)
+            and not math.isnan(v := to_float(r["capacity_pct"]))
+        ]
+        ax2.scatter([k] * len(vals), vals, s=10, color="black", zorder=3)
+        top = max([top, s.mean + hi, *vals])
         ax2.text(
             k,
-            frac + 1,
-            f"{frac:.0f}%\nMCT p50 {float(s.get('mct_p50_ms') or 0) / 1e3:.1f} s"
-            f"\np99 {float(s.get('mct_p99_ms') or 0) / 1e3:.1f} s",
+            2,
+            f"{s.mean:.1f} %\nn={s.n}",
             ha="center",
             fontsize=7,
+            bbox={"facecolor": "white", "lw": 0, "pad": 1},
         )
-    ax2.set_xticks(range(len(variants)), [f"{t}\n{c}" for t, c in variants], fontsize=8)
-    ax2.set_ylim(0, 125)
+    ax2.set_xticks(range(len(variants)), labels, fontsize=8)
+    ax2.set_ylim(0, top * 1.04)
     ax2.axhline(90, ls=":", color="tab:green", lw=1)
     ax2.set_ylabel("aggregate goodput / goodput capacity (%)")
-    ax2.set_title("fabric capacity used (mean over trials)")
+    ax2.set_title("capacity used\n(mean over seeds, 95 % CI; dots: seeds)", fontsize=9)
+
+    pct_width = 0.38
+    for j, (fig_name, label) in enumerate((("mct_p50_ms", "p50"), ("mct_p99_ms", "p99"))):
+        for k, (tr, cc) in enumerate(variants):
+            x = k + (j - 0.5) * pct_width
+            s = stats.get((tr, cc, fig_name), Summary.from_row({}))
+            lo, hi = s.error_bar()
+            ax3.bar(
+                x,
+                0.0 if math.isnan(s.mean) else s.mean / 1e3,
+                pct_width,
+                yerr=[[lo / 1e3], [hi / 1e3]],
+                capsize=3,
+                color=colors.get(tr, "0.4"),
+                hatch="" if cc == "fixed" else "//",
+                alpha=0.45 if label == "p50" else 0.9,
+            )
+            vals = [
+                v / 1e3
+                for r in per_seed
+                if (r["transport"], r["cc"]) == (tr, cc)
+                and not math.isnan(v := to_float(r[fig_name]))
+            ]
+            ax3.scatter([x] * len(vals), vals, s=10, color="black", zorder=3)
+            ax3.text(
+                x,
+                0.02,
+                label,
+                ha="center",
+                fontsize=7,
+                transform=ax3.get_xaxis_transform(),
+                bbox={"facecolor": "white", "lw": 0, "pad": 1},
+            )
+    ax3.set_xticks(range(len(variants)), labels, fontsize=8)
+    ax3.set_ylim(bottom=0)
+    ax3.set_ylabel("message completion time (s)")
+    ax3.set_title(
+        "message completion time p50 (light) and p99: send() -> last packet\n"
+        "acknowledged, per seed over all flows (mean over seeds, 95 % CI)",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
@@ -461,7 +635,7 @@ def _report(rec: TrialRecord, rows: Sequence[tuple[object, ...]]) -> None:
     col = {name: i for i, name in enumerate(FLOW_HEADER)}
     a = rows[-1]
     print(
-        f"{rec.transport}/{rec.cc} trial {rec.trial}: {a[col['throughput_mbps']]} of "
+        f"{rec.transport}/{rec.cc} seed {rec.seed}: {a[col['throughput_mbps']]} of "
         f"{a[col['fair_share_mbps']]} Mbit/s goodput capacity; flows "
         f"{[r[col['throughput_mbps']] for r in rows[:-1]]}, planes "
         f"{[r[col['planes_used']] for r in rows[:-1]]}, load {rec.load}",
@@ -469,62 +643,80 @@ def _report(rec: TrialRecord, rows: Sequence[tuple[object, ...]]) -> None:
     )
 
 
-def finish(
-    p: CollisionParams,
-    rows: Sequence[tuple[object, ...]],
-    loads: dict[tuple[str, str], list[float]],
-    fabric: Fabric,
-) -> None:
-    """Write the CSVs and the plot, print the summary."""
-    summary = summarize(rows, loads, fabric)
-    write_csv(p.out, FLOW_HEADER, rows)
-    write_csv(p.summary_out, SUMMARY_HEADER, summary)
+def _analysed(rec: TrialRecord, p: CollisionParams, fabric: Fabric) -> list[tuple[object, ...]]:
+    """The rows of one run: its flows and ``all``, or a failed row (why)."""
+    if rec.failed:
+        return [failed_row(rec.transport, rec.cc, rec.seed, rec.failed)]
+    what = f"{rec.transport}/{rec.cc} seed {rec.seed}"
+    rows, err = attempt(f"{what}: analysis", analyse, rec, p, fabric)
+    if rows is None:
+        return [failed_row(rec.transport, rec.cc, rec.seed, err)]
+    _report(rec, rows)
+    return rows
+
+
+def report(p: CollisionParams) -> int:
+    """The summary CSV, the console table and the plot, from the flows CSV."""
+    rows = read_csv(p.out)
+    write_csv(p.summary_out, SUMMARY_HEADER, summarize(rows))
+    per_seed = seed_figures(rows)
+    n = len({r["seed"] for r in per_seed})
+    print_seed_table(
+        f"flow collisions, {n} seeds: mean ± 95 % CI of the mean (n seeds with the figure); "
+        f"per seed ('-': none)",
+        per_seed,
+        lambda r: f"{r['transport']}/{r['cc']}",
+        FIGURES,
+        BASELINES,
+    )
+    failed = [r for r in per_seed if r["error"]]
+    for r in failed:
+        print(f"error: {r['transport']}/{r['cc']} seed {r['seed']}: {r['error']}", file=sys.stderr)
     plot(p.out, p.summary_out, p.png)
-    for s in summary:
-        print("  ".join(f"{k}={v}" for k, v in zip(SUMMARY_HEADER, s)), flush=True)
     print(f"wrote {p.out}, {p.summary_out}, {p.png}")
+    return 1 if failed else 0
 
 
 def reanalyse(p: CollisionParams) -> int:
-    """The CSVs and the plot again from the trials under ``run_dir`` (no fabric needed)."""
+    """The CSVs and the plot again from the runs under ``run_dir`` (no fabric needed)."""
     rows: list[tuple[object, ...]] = []
-    loads: dict[tuple[str, str], list[float]] = {}
     recs = [TrialRecord.read(f.parent) for f in p.run_dir.glob(f"*/{TRIAL_FILE}")]
     if not recs:
-        print(f"exp-collisions: no trials under {p.run_dir}", file=sys.stderr)
+        print(f"exp-collisions: no runs under {p.run_dir}", file=sys.stderr)
         return 2
     order = {c: i for i, c in enumerate(CC_MODES)}
-    recs.sort(key=lambda r: (r[0].trial, order.get(r[0].cc, 9), r[0].transport))
+    recs.sort(key=lambda r: (r[0].seed, order.get(r[0].cc, 9), r[0].transport))
     fabric = build_fabric(recs[0][1])
     for rec, _spec in recs:
-        mine = analyse(rec, p, fabric)
-        rows += mine
-        loads.setdefault((rec.transport, rec.cc), []).append(rec.load)
-        _report(rec, mine)
-    finish(p, rows, loads, fabric)
-    return 0
+        rows += _analysed(rec, p, fabric)
+    write_csv(p.out, FLOW_HEADER, rows)
+    return report(p)
 
 
 def run(p: CollisionParams) -> int:
+    """Every seed of every variant on one fabric; a seed that fails is recorded (a row ``all``
+    with its error) and the others go on."""
     p.run_dir.mkdir(parents=True, exist_ok=True)
+    for old in p.run_dir.glob(f"*/{TRIAL_FILE}"):  # a previous run's: --reanalyse reads all
+        shutil.rmtree(old.parent)
     rows: list[tuple[object, ...]] = []
-    loads: dict[tuple[str, str], list[float]] = {}
-    errors: list[str] = []
     with own_fabric(p.fabric) as up:
         fabric = up.net.fabric
-        for trial in range(p.trials):
+        for seed in range(p.seeds):
             for cc in p.cc_modes:
                 for transport in p.transports:
-                    rec = run_trial(up, p, transport, cc, trial)
-                    errors += rec.errors
-                    mine = analyse(rec, p, fabric)
-                    rows += mine
-                    loads.setdefault((transport, cc), []).append(rec.load)
-                    _report(rec, mine)
-    finish(p, rows, loads, fabric)
-    for e in errors:
-        print(f"error: {e}", file=sys.stderr)
-    return 1 if errors else 0
+                    what = f"{transport}/{cc} seed {seed}"
+                    rec, err = attempt(what, run_trial, up, p, transport, cc, seed)
+                    if rec is None:
+                        out_dir = trial_dir(p, transport, cc, seed)
+                        out_dir.mkdir(parents=True, exist_ok=True)
+                        rec = TrialRecord(
+                            transport, cc, seed, 0.0, out_dir, {}, {}, load_1m(), [], err
+                        )
+                        rec.save(fabric.spec)
+                    rows += _analysed(rec, p, fabric)
+    write_csv(p.out, FLOW_HEADER, rows)
+    return report(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -538,7 +730,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=d.depth)
     ap.add_argument("--duration-s", type=float, default=d.duration_s)
     ap.add_argument("--warmup-s", type=float, default=d.warmup_s)
-    ap.add_argument("--trials", type=int, default=d.trials)
+    ap.add_argument(
+        "--seeds",
+        "--trials",
+        dest="seeds",
+        type=int,
+        default=d.seeds,
+        help="seeds 0..N-1, one run per transport and window control each (--trials: the old name)",
+    )
+    ap.add_argument(
+        "--start-jitter-ms",
+        type=float,
+        default=d.start_jitter_ms,
+        help="each host starts a per-seed uniform draw from [0, this) after the common start",
+    )
     ap.add_argument("--transports", default=",".join(d.transports))
     ap.add_argument(
         "--cc",
@@ -551,13 +756,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
     )
-    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
+    ap.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="the summary CSV, the table and the PNG again from the flows CSV",
+    )
     ap.add_argument(
         "--reanalyse",
         action="store_true",
         help="rebuild the CSVs and the PNG from the last run's host outputs",
     )
     a = ap.parse_args(argv)
+    if a.seeds < 1:
+        ap.error("--seeds must be at least 1")
     p = CollisionParams(
         FabricParams(
             link_mbps=a.link_mbps,
@@ -570,7 +781,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         depth=a.depth,
         duration_s=a.duration_s,
         warmup_s=a.warmup_s,
-        trials=a.trials,
+        seeds=a.seeds,
+        start_jitter_ms=a.start_jitter_ms,
         transports=tuple(t for t in a.transports.split(",") if t),
         out=a.out,
         cc_modes=tuple(c for c in a.cc.split(",") if c),
@@ -578,8 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plain_cc=a.plain_cc,
     )
     if a.plot_only:
-        plot(p.out, p.summary_out, p.png)
-        return 0
+        return report(p)
     if a.reanalyse:
         return reanalyse(p)
     try:

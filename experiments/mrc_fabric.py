@@ -8,6 +8,13 @@ taking part (:func:`start_hosts`), release them at one instant of the shared mon
 (:func:`start_all`), drive the controller, stop them and read back what they wrote
 (:func:`read_csv`). The fabric's state file is the usual
 ``<results>/fabric/state.json``, so ``make fabric-up`` refuses to start meanwhile.
+
+Both run every variant once per seed (``--seeds N``): :func:`seed_rng` gives the driver's
+random choices of a seed, and the host processes get ``--seed`` (their connection ids). A
+seed that fails is recorded (:func:`attempt`) and the others go on; :func:`print_seed_table`
+prints each figure's mean ± 95 % CI over the seeds beside the per-seed values. The waits for
+the host processes (:class:`HostTimeouts`) are far above any time seen, so that a loaded
+machine makes a run slower, not a failure.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import math
 import os
 import pathlib
+import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, ParamSpec, TypeVar
 
 __all__ = [
     "ExperimentOutputs",
@@ -34,9 +43,16 @@ __all__ = [
     "write_csv",
     "load_1m",
     "PAYLOAD_EFFICIENCY",
+    "HostTimeouts",
+    "TIMEOUTS",
+    "SeedFigure",
+    "attempt",
+    "print_seed_table",
+    "seed_rng",
 ]
 
 from experiments.hosts import HostProcess
+from experiments.stats import format_values, reduction_pct, slowdown_pct, summarize, to_float
 from host.mrc.config import FABRIC_PAYLOAD_BYTES
 from host.stream_agent import RunSpec, host_args
 from host.wire import DATA_HEADER_BYTES
@@ -51,6 +67,32 @@ DATA_WIRE_BYTES = FABRIC_PAYLOAD_BYTES + DATA_HEADER_BYTES + TM_EXTRA_BYTES
 PAYLOAD_EFFICIENCY = FABRIC_PAYLOAD_BYTES / DATA_WIRE_BYTES
 """Message bytes per byte of link capacity when a link carries only full DATA packets."""
 START_DELAY_S = 0.3
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+@dataclass(frozen=True)
+class HostTimeouts:
+    """How long the driver waits for its host processes before it calls a run failed.
+
+    On an idle machine a host process is ready in about 1 s, answers a ``report`` within
+    milliseconds, sends its last ``sent`` event within a second of the run's end and stops
+    (writing its CSVs) in under 5 s. These limits are far above that: a machine busy with other
+    work (a CPU hog on every core) makes a run slower, and must not make it fail.
+    """
+
+    ready_s: float = 300.0
+    """From starting the host processes until each has bound its sockets (``ready``)."""
+    report_s: float = 60.0
+    """From a ``report`` command until its ``path`` event."""
+    slack_s: float = 300.0
+    """Beyond the run's duration, for its ``path`` and ``sent`` events."""
+    stop_s: float = 300.0
+    """From ``stop`` until the process's ``done`` event (it writes its CSVs first)."""
+
+
+TIMEOUTS = HostTimeouts()
 
 
 class ExperimentOutputs:
@@ -145,7 +187,7 @@ def start_hosts(
     up: BringUp,
     specs: Sequence[RunSpec],
     log: IO[bytes] | None = None,
-    ready_timeout_s: float = 60.0,
+    ready_timeout_s: float = TIMEOUTS.ready_s,
 ) -> dict[str, HostProcess]:
     """One host process per spec, each in its host's namespace, all ready (sockets bound)."""
     pids = up.net.host_pids()
@@ -163,19 +205,26 @@ def start_hosts(
     return procs
 
 
-def start_all(procs: dict[str, HostProcess], delay_s: float = START_DELAY_S) -> float:
-    """Tell every process to start at one instant ``delay_s`` from now; returns that instant."""
+def start_all(
+    procs: dict[str, HostProcess],
+    delay_s: float = START_DELAY_S,
+    offsets_s: Mapping[str, float] | None = None,
+) -> float:
+    """Tell every process to start at one instant ``delay_s`` from now, each host later by its
+    ``offsets_s`` (seconds; none: 0); returns that instant."""
     at = time.monotonic() + delay_s
-    for p in procs.values():
-        p.command(cmd="start", at=at)
+    for name, p in procs.items():
+        p.command(cmd="start", at=at + (offsets_s or {}).get(name, 0.0))
     return at
 
 
-def stop_all(procs: dict[str, HostProcess]) -> dict[str, dict[str, Any]]:
+def stop_all(
+    procs: dict[str, HostProcess], timeout_s: float = TIMEOUTS.stop_s
+) -> dict[str, dict[str, Any]]:
     """Stop every process (receivers last); their ``done`` events by host."""
     done: dict[str, dict[str, Any]] = {}
     for name, p in procs.items():
-        ev = p.stop()
+        ev = p.stop(timeout_s)
         done[name] = ev or {"event": "done", "host": name, "errors": ["ended without a report"]}
     return done
 
@@ -198,3 +247,81 @@ def write_csv(
 
 def load_1m() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+# -- seeds --------------------------------------------------------------------------------------
+
+
+def seed_rng(experiment: str, seed: int) -> random.Random:
+    """The driver's random choices for one seed of ``experiment`` (the same for every variant
+    of that seed, so that variants are compared under the same draw)."""
+    return random.Random(f"{experiment}:{seed}")
+
+
+def attempt(
+    what: str, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs
+) -> tuple[_T | None, str]:
+    """``fn(*args, **kwargs)`` and ``""``, or None and its error when it fails: one seed's
+    failure is recorded and the experiment goes on with the others (an interrupt still stops
+    it)."""
+    try:
+        return fn(*args, **kwargs), ""
+    except Exception as e:  # noqa: BLE001 - any failure of one seed is recorded, not fatal
+        err = f"{type(e).__name__}: {e}"
+        print(f"{what}: FAILED: {err}", flush=True)
+        return None, err
+
+
+@dataclass(frozen=True)
+class SeedFigure:
+    """A figure of the per-seed rows that the console table summarises."""
+
+    column: str
+    """Its column in the per-seed CSV (unit-suffixed)."""
+    label: str
+    """What it is, with its unit and where its time starts and ends."""
+    fmt: str = ".1f"
+    lower_is_better: bool = True
+    """Which way the printed ratios of the means to the baseline's are written."""
+
+
+def print_seed_table(
+    title: str,
+    rows: Sequence[Mapping[str, object]],
+    variant: Callable[[Mapping[str, object]], str],
+    figures: Sequence[SeedFigure],
+    baselines: Mapping[str, str] | None = None,
+) -> None:
+    """Per figure and variant: mean ± 95 % CI (n seeds), then the per-seed values (``-``: the
+    figure does not exist for that seed, e.g. a failed seed or no recovery). ``baselines``
+    maps a variant to the one it is compared with: the ratio of their means is printed in
+    both conventions of :mod:`experiments.stats`."""
+    variants = list(dict.fromkeys(variant(r) for r in rows))
+    width = max((len(v) for v in variants), default=0)
+    print(title)
+    for fig in figures:
+        print(f"  {fig.label}")
+        means: dict[str, float] = {}
+        for v in variants:
+            vals = [to_float(r.get(fig.column)) for r in rows if variant(r) == v]
+            s = summarize(vals)
+            means[v] = s.mean
+            print(
+                f"    {v:<{width}}  {s.format(fig.fmt):<34}  seeds: {format_values(vals, fig.fmt)}"
+            )
+        for v, baseline in (baselines or {}).items():
+            m, b = means.get(v, math.nan), means.get(baseline, math.nan)
+            if not (m > 0 and b > 0):
+                continue
+            if fig.lower_is_better:  # both conventions of experiments.stats
+                ratio = (
+                    f"1 - a/b = {reduction_pct(b, m):.1f} % (a lower), "
+                    f"b/a - 1 = {slowdown_pct(b, m):.1f} % (b higher)"
+                )
+            else:
+                ratio = (
+                    f"a/b - 1 = {slowdown_pct(m, b):.1f} % (a higher), "
+                    f"1 - b/a = {reduction_pct(m, b):.1f} % (b lower)"
+                )
+            print(f"    a = {v}, b = {baseline} (means): {ratio}")
+    print(flush=True)

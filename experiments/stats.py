@@ -19,13 +19,15 @@ Percentiles elsewhere are :func:`numpy.percentile` (linear interpolation, see RE
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+SUMMARY_COLUMNS = ("n", "mean", "sd", "ci95_low", "ci95_high", "min", "max")
+"""The columns of :meth:`Summary.row` (after its prefix), in order."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ class Summary:
             return "n/a"
         if self.n == 1 or math.isnan(self.half_width):
             return f"{self.mean:{fmt}}{unit} (1 seed)"
-        return f"{self.mean:{fmt}}{unit} ± {self.half_width:{fmt}}{unit} (95 % CI, n={self.n})"
+        hw = fmt.lstrip("+ ")
+        return f"{self.mean:{fmt}}{unit} ± {self.half_width:{hw}}{unit} (95 % CI, n={self.n})"
 
     def row(self, prefix: str = "") -> dict[str, float | int]:
         """The CSV columns of this summary (``<prefix>mean``, ``sd``, ``ci_low``, ...)."""
@@ -63,6 +66,20 @@ class Summary:
             f"{prefix}min": self.min,
             f"{prefix}max": self.max,
         }
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object], prefix: str = "") -> Summary:
+        """The summary that :meth:`row` wrote (a CSV row read back; blank cells are NaN)."""
+        n = to_float(row.get(f"{prefix}n"))
+        vals = [to_float(row.get(f"{prefix}{c}")) for c in SUMMARY_COLUMNS[1:]]
+        return cls(0 if math.isnan(n) else int(n), *vals)
+
+    def error_bar(self) -> tuple[float, float]:
+        """(mean − low, high − mean) of the 95 % interval, for a plot's error bar; (0, 0) where
+        it is unknown (one seed), so that no bar is drawn rather than a zero-width claim."""
+        if math.isnan(self.ci_low) or math.isnan(self.ci_high):
+            return (0.0, 0.0)
+        return (self.mean - self.ci_low, self.ci_high - self.mean)
 
 
 def summarize(values: Iterable[float]) -> Summary:
@@ -79,6 +96,42 @@ def summarize(values: Iterable[float]) -> Summary:
     sd = float(xs.std(ddof=1))
     half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
     return Summary(n, mean, sd, mean - half, mean + half, float(xs.min()), float(xs.max()))
+
+
+def to_float(value: object) -> float:
+    """A CSV cell as a number: blank or missing (a figure that does not exist, such as no
+    recovery or a failed seed) is NaN, which :func:`summarize` leaves out."""
+    if value is None or value == "":
+        return math.nan
+    return float(str(value))
+
+
+def format_values(values: Iterable[float], fmt: str = ".1f") -> str:
+    """Per-seed values, space-separated, ``-`` for a missing one."""
+    return " ".join("-" if math.isnan(v) else f"{v:{fmt}}" for v in values)
+
+
+def summary_rows(
+    rows: Sequence[Mapping[str, object]],
+    keys: Sequence[str],
+    figures: Sequence[str],
+    ndigits: int | None = None,
+) -> list[dict[str, object]]:
+    """One row per group of ``keys`` (in first-seen order) and figure: the group's key values,
+    ``figure`` and :meth:`Summary.row` of the figure's values over the group's rows (one row per
+    seed; blank cells are left out), rounded to ``ndigits`` decimals if given."""
+    groups: dict[tuple[object, ...], list[Mapping[str, object]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    out: list[dict[str, object]] = []
+    for key, mine in groups.items():
+        for fig in figures:
+            s = summarize(to_float(r.get(fig)) for r in mine)
+            row = s.row()
+            if ndigits is not None:
+                row = {k: v if isinstance(v, int) else round(v, ndigits) for k, v in row.items()}
+            out.append({**dict(zip(keys, key, strict=True)), "figure": fig, **row})
+    return out
 
 
 def reduction_pct(base: float, new: float) -> float:

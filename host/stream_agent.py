@@ -27,6 +27,10 @@ state and acknowledged bytes every ``--sample-ms``, EV state changes, RTOs, re-h
 Each message starts with its sequence number and send time (16 bytes), so receivers check
 order and completeness and measure delivery latency on the shared clock.
 
+The endpoint's only random choice is a new connection's id (MRC and single path), which picks
+the single path's plane (a hash of the hosts and the id). ``--seed S`` fixes it
+(:func:`conn_id_for`); without it the id is random.
+
 :func:`host_args` writes the command line of a :class:`RunSpec`, which :func:`parse_args` reads
 back. Settings of the emulated links: :mod:`host.mrc.emulated`.
 """
@@ -38,6 +42,7 @@ import csv
 import json
 import os
 import pathlib
+import random
 import struct
 import sys
 import threading
@@ -98,6 +103,8 @@ class RunSpec:
     rate_mbps: float = 0.0
     """Offered load per connection: message i is sent no earlier than i x size / rate after
     the start (0: as fast as ``depth`` allows)."""
+    seed: int | None = None
+    """Fixes the ids of the connections this host opens (:func:`conn_id_for`); None: random."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,9 @@ class _Transport:
         if self.tcp is not None:
             return self.tcp.connect(pid)
         assert self.mrc is not None
-        return self.mrc.connect(pid)
+        if self.spec.seed is None:
+            return self.mrc.connect(pid)
+        return self.mrc.connect(pid, conn_id=conn_id_for(self.spec.seed, self.spec.host, peer))
 
     def accept(self, timeout: float) -> MessageConnection:
         if self.tcp is not None:
@@ -195,6 +204,12 @@ class _Transport:
             self.tcp.close()
         if self.mrc is not None:
             self.mrc.close()
+
+
+def conn_id_for(seed: int, src: str, dst: str) -> int:
+    """The id of ``src``'s connection to ``dst`` under ``seed`` (32 bits, the same on every
+    run): it decides the single path's plane, so a seed fixes which flows share one."""
+    return random.Random(f"conn:{seed}:{src}->{dst}").getrandbits(32)
 
 
 def _sent_per_plane(conn: MessageConnection) -> dict[int, int]:
@@ -518,6 +533,8 @@ def host_args(spec: RunSpec) -> list[str]:
         args.append("--plain-cc")
     if spec.rate_mbps:
         args += ["--rate-mbps", str(spec.rate_mbps)]
+    if spec.seed is not None:
+        args += ["--seed", str(spec.seed)]
     return args
 
 
@@ -542,6 +559,7 @@ def parse_args(argv: Sequence[str] | None = None) -> RunSpec:
     ap.add_argument("--fixed-window-bytes", type=int, default=0, help="no NSCC: a fixed window")
     ap.add_argument("--plain-cc", action="store_true", help="fabric_config() as it is")
     ap.add_argument("--rate-mbps", type=float, default=0.0, help="offered load per connection")
+    ap.add_argument("--seed", type=int, default=None, help="fix the connection ids")
     a = ap.parse_args(argv)
     return RunSpec(
         a.topology,
@@ -561,6 +579,7 @@ def parse_args(argv: Sequence[str] | None = None) -> RunSpec:
         a.fixed_window_bytes,
         a.plain_cc,
         a.rate_mbps,
+        a.seed,
     )
 
 
