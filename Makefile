@@ -151,15 +151,17 @@ exp-collisions: $(STAMP)
 
 # DBLP (README "DBLP: bounded-loss gradient exchange"): both bring the default fabric up at
 # DBLP_LINK_MBPS when none is running and this machine can (root, Mininet) and take it down
-# again; otherwise they run on the in-process emulated fabric. EXP_ARGS / DEMO_ARGS pass
-# options (e.g. EXP_ARGS="--network emu --tasks digits-mlp,chars-transformer").
+# again; otherwise they run on the in-process emulated fabric. SEEDS=N (microburst default 5,
+# demo 1); EXP_ARGS / DEMO_ARGS pass options (e.g. EXP_ARGS="--network emu", DEMO_ARGS=--quick).
 DBLP_LINK_MBPS ?= 20
 EXP_ARGS ?=
 DEMO_ARGS ?=
 .PHONY: exp-microburst demo
 
 exp-microburst: $(STAMP)
-	$(PY) -m experiments.microburst --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) $(EXP_ARGS)
+	$(PY) -m experiments.microburst --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) \
+	  $(EXP_SEEDS_ARG) $(EXP_ARGS)
 
 demo: $(STAMP)
-	$(PY) -m experiments.demo --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) $(DEMO_ARGS)
+	$(PY) -m experiments.demo --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) \
+	  $(EXP_SEEDS_ARG) $(DEMO_ARGS)
