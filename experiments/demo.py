@@ -39,6 +39,7 @@ from experiments.fabric_job import (
 from experiments.microburst import (
     DIGITS_EPOCH_ROUNDS,
     MIN_CHUNKS,
+    QUEUE_DEPTH,
     CsvNames,
     Results,
     compute_figures,
@@ -214,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--link-mbps", type=float, default=20.0)
     ap.add_argument("--results", default="results")
+    ap.add_argument(
+        "--wait-s", type=float, default=0.0, help="wait this long for another fabric to go away"
+    )
     args = ap.parse_args(argv)
     policies: Sequence[LossPolicy] = POLICIES
     if args.quick:
@@ -234,7 +238,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with contextlib.ExitStack() as stack:
             if network == "fabric":
-                state = stack.enter_context(FabricSession(results_dir, link_mbps=args.link_mbps))
+                state = stack.enter_context(
+                    FabricSession(
+                        results_dir,
+                        link_mbps=args.link_mbps,
+                        queue_depth=QUEUE_DEPTH,
+                        wait_s=args.wait_s,
+                    )
+                )
                 actions = ControllerActions(state, results_dir)
                 stack.callback(actions.close)
             for seed in range(1, args.seeds + 1):

@@ -3,8 +3,9 @@
 :func:`run_fabric_job` reads ``results/fabric/state.json`` (``make fabric-up``), starts
 :mod:`host.train_agent` in each host's network namespace (``mnexec -a <host pid>``): the
 parameter server on the first host, workers on the next ones (or every host of a ring). One
-loop selects on every agent's stdout and handles each event as it arrives; the job's network
-events are applied by a :class:`~experiments.faults.FaultScheduler` on its own thread (through
+loop (:func:`experiments.hosts.drive_agents`) selects on every agent's stdout and handles each
+event as it arrives; the job's network events are applied by a
+:class:`~experiments.faults.FaultScheduler` on its own thread (through
 :class:`ControllerActions`), and the agents' JSON-line records are read back into a
 :class:`~host.train.run.JobResult` with the faults' request and applied times.
 
@@ -16,25 +17,23 @@ is ``fail plane N``.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
-import selectors
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 from experiments.faults import FaultError, FaultScheduler
 from experiments.hosts import (
     STATE_FILE,
+    AgentProcess,
+    AgentsSilent,
     FabricState,
+    drive_agents,
     read_running_state,
-    send_line,
-    start_in_host,
 )
 from host.dblp.errors import RoundFailed
 from host.errors import FabricNotRunning
@@ -49,6 +48,7 @@ from host.train.loop import (
 )
 from host.train.records import read_records
 from host.train.run import JobResult
+from topologies.emulation.bringup import busy_reason
 from topologies.model import Fabric
 
 STALL_TIMEOUT_S = 900.0
@@ -125,59 +125,6 @@ class ControllerActions(NetworkActions):
             self.ctl.run_command(["restore", "all"])
         finally:
             self.ctl.close()
-
-
-class AgentProcess:
-    """``python -m host.train_agent ARGS`` inside a host's namespace, read without blocking:
-    the driver's loop selects on :meth:`fileno` and takes whole JSON lines with
-    :meth:`read_events`; :meth:`answer` is safe from any thread (the fault scheduler answers
-    requests from its own)."""
-
-    def __init__(self, name: str, pid: int, args: list[str], log: IO[bytes]) -> None:
-        self.name = name
-        self.proc = start_in_host(pid, "host.train_agent", args, log)
-        assert self.proc.stdout is not None
-        self._fd = self.proc.stdout.fileno()
-        os.set_blocking(self._fd, False)
-        self._buf = b""
-        self._lock = threading.Lock()
-        self.closed = False  # its stdout reached the end (it exited)
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def read_events(self) -> list[dict[str, Any]]:
-        """Every complete JSON line that has arrived (non-JSON lines are skipped)."""
-        try:
-            chunk = os.read(self._fd, 65536)
-        except BlockingIOError:
-            return []
-        if not chunk:
-            self.closed = True
-        self._buf += chunk
-        *lines, self._buf = self._buf.split(b"\n")
-        out = []
-        for line in lines:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(ev, dict):
-                out.append(ev)
-        return out
-
-    def answer(self, **msg: object) -> None:
-        with self._lock:
-            send_line(self.proc, msg)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 class RoundProgress:
@@ -257,46 +204,51 @@ def run_fabric_job(
         worker_of = {h: r for r, h in enumerate(ring)}
     agents: list[AgentProcess] = []
     log = (out / "agents.log").open("ab")
-    sel = selectors.DefaultSelector()
+    finished: set[str] = set()
     try:
         with FaultScheduler(job, actions) as faults:
             for name, args in plan:
-                agent = AgentProcess(name, state.hosts[name], [*common, "--host", name, *args], log)
-                agents.append(agent)
-                sel.register(agent, selectors.EVENT_READ, agent)
+                agents.append(
+                    AgentProcess.in_host(
+                        name,
+                        state.hosts[name],
+                        "host.train_agent",
+                        [*common, "--host", name, *args],
+                        log,
+                    )
+                )
             rounds = RoundProgress(job.workers, progress)
             ready: set[str] = set()
-            finished: set[str] = set()
-            last_heard = time.monotonic()
-            while len(finished) < len(agents):
-                faults.check()
-                events = sel.select(timeout=1.0)
-                now = time.monotonic()
-                if not events and now - last_heard > stall_timeout_s:
-                    waiting = [a.name for a in agents if a.name not in finished]
+
+            def handle(a: AgentProcess, ev: dict[str, Any]) -> None:
+                _handle(ev, a, faults, rounds, ready, finished, len(agents))
+
+            def exited(a: AgentProcess) -> None:
+                if a.name not in finished:
                     raise RoundFailed(
-                        f"no agent said anything for {stall_timeout_s:.0f} s "
-                        f"(still running: {', '.join(waiting)}); see {out / 'agents.log'}"
+                        f"agent on {a.name} exited ({a.proc.wait()}) without "
+                        f"finishing; see {out / 'agents.log'}"
                     )
-                for key, _ in events:
-                    a: AgentProcess = key.data
-                    for ev in a.read_events():
-                        last_heard = now
-                        _handle(ev, a, faults, rounds, ready, finished, len(agents))
-                    if a.closed:
-                        sel.unregister(a)
-                        if a.name not in finished:
-                            raise RoundFailed(
-                                f"agent on {a.name} exited ({a.proc.wait()}) without "
-                                f"finishing; see {out / 'agents.log'}"
-                            )
+
+            drive_agents(
+                agents,
+                handle,
+                lambda: len(finished) == len(agents),
+                on_exit=exited,
+                check=faults.check,
+                stall_timeout_s=stall_timeout_s,
+            )
             for a in agents:
                 a.proc.wait(30)
             fault_records = tuple(faults.faults)
+    except AgentsSilent as e:
+        waiting = [a.name for a in agents if a.name not in finished]
+        raise RoundFailed(
+            f"{e} (still running: {', '.join(waiting)}); see {out / 'agents.log'}"
+        ) from e
     except FaultError as e:
         raise RoundFailed(str(e)) from e
     finally:
-        sel.close()
         for a in agents:
             a.stop()
         log.close()
@@ -378,6 +330,8 @@ class FabricSession:
 
     Args:
         link_mbps: the link rate of a fabric this session starts.
+        queue_depth: its switches' egress queue depth in packets (None: the default, 64).
+        wait_s: how long to wait for another fabric on this machine to go away first.
     """
 
     def __init__(
@@ -385,10 +339,14 @@ class FabricSession:
         results: str | pathlib.Path = "results",
         *,
         link_mbps: float = 20.0,
+        queue_depth: int | None = None,
+        wait_s: float = 0.0,
         log: Callable[[str], None] = print,
     ) -> None:
         self.results = pathlib.Path(results)
         self.link_mbps = link_mbps
+        self.queue_depth = queue_depth
+        self.wait_s = wait_s
         self.log = log
         self.started = False
         self.up_s = 0.0
@@ -400,13 +358,7 @@ class FabricSession:
             return state
         except FabricNotReady:
             pass
-        if pathlib.Path("/sys/class/net/p0l0-eth1").exists():
-            raise FabricNotReady(
-                "another fabric is running on this machine (p0l0-eth1 exists) "
-                f"but not under {self.results}/: stop it (make fabric-down, "
-                "make clean) or pass its --results directory"
-            )
-        t0 = time.monotonic()
+        deadline = time.monotonic() + self.wait_s
         cmd = [
             sys.executable,
             "-m",
@@ -418,11 +370,30 @@ class FabricSession:
             "--results",
             str(self.results),
         ]
-        self.log("bringing up the default fabric: " + " ".join(cmd[1:]))
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-4:])
-            raise FabricNotReady(f"the fabric did not come up (exit {done.returncode}):\n{tail}")
+        if self.queue_depth is not None:
+            cmd += ["--queue-depth", str(self.queue_depth)]
+        t0 = time.monotonic()
+        while True:
+            reason = busy_reason(str(self.results))
+            if reason is None:
+                self.log("bringing up the default fabric: " + " ".join(cmd[1:]))
+                t0 = time.monotonic()
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode == 0:
+                    break
+                reason = busy_reason(str(self.results))  # another one won the race?
+                if reason is None:
+                    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-4:])
+                    raise FabricNotReady(
+                        f"the fabric did not come up (exit {done.returncode}):\n{tail}"
+                    )
+            if time.monotonic() >= deadline:
+                raise FabricNotReady(
+                    f"{reason} (not under {self.results}/: stop it with make fabric-down or "
+                    "make clean, or pass its --results directory)"
+                )
+            self.log(f"{reason}; waiting (up to {deadline - time.monotonic():.0f} s more)")
+            time.sleep(5.0)
         self.started = True
         self.up_s = time.monotonic() - t0
         self.log(f"fabric up in {self.up_s:.1f} s")

@@ -70,6 +70,12 @@ BURSTS_PER_RUN = (2, 3)
 """The paper's density: 2 bursts in a 10-epoch run, 3 in a 15-epoch one."""
 MIN_CHUNKS = 128
 """Chunks per gradient at least: ⌊128 · 0.008⌋ = 1, so the fixed-P baseline may lose one."""
+QUEUE_DEPTH = 300
+"""Switch queue depth (packets) of a fabric these jobs bring up: the ~97 KB that the default
+64 full-size packets hold, in packets of the chunks' size (the digits MLP's 130 chunks are
+~330 bytes on the wire). With 64 such packets a queue is 21 KB and every calm round's incast
+at the parameter server drops a fifth of the chunks; with the same bytes it drops what a real
+buffer would."""
 SEEDS = 5
 
 DIGITS_EPOCH_ROUNDS = 15
@@ -687,8 +693,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         help="link rate of a fabric the experiment brings up itself",
     )
+    ap.add_argument(
+        "--queue-depth",
+        type=int,
+        default=QUEUE_DEPTH,
+        help="switch queue depth (packets) of a fabric the experiment brings up",
+    )
     ap.add_argument("--seeds", type=int, default=SEEDS, help="seeds 1..N, each a full run")
     ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument(
+        "--wait-s", type=float, default=0.0, help="wait this long for another fabric to go away"
+    )
     ap.add_argument("--results", default="results")
     return ap
 
@@ -726,7 +741,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if network == "emu":
                 runner = emu_runner(args.background_loss)
             else:
-                state = stack.enter_context(FabricSession(out, link_mbps=args.link_mbps))
+                state = stack.enter_context(
+                    FabricSession(
+                        out,
+                        link_mbps=args.link_mbps,
+                        queue_depth=args.queue_depth,
+                        wait_s=args.wait_s,
+                    )
+                )
                 runner, close = fabric_runner(state, out, args.background_loss)
                 stack.callback(close)
             rounds = args.rounds if args.rounds is not None else DEFAULT_ROUNDS[network]

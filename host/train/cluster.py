@@ -27,6 +27,9 @@ class NetworkProfile:
     rto_max_ms: float
     settle_timeout_s: float
     probe_interval_s: float
+    probe_grace_s: float
+    """How long a receiver waits for chunks a probe overtook before it answers with a bitmap:
+    about a queue's worth of delay on this network."""
     control_copies: int
     cc_enabled: bool
     """False: a fixed window of ``window_bytes`` and no congestion control (DBLP sends
@@ -42,6 +45,7 @@ NETWORK_PROFILES: dict[str, NetworkProfile] = {
         rto_max_ms=100.0,
         settle_timeout_s=0.01,
         probe_interval_s=0.01,
+        probe_grace_s=0.002,
         control_copies=2,
         cc_enabled=False,
         window_bytes=256 * 1024,
@@ -53,6 +57,7 @@ NETWORK_PROFILES: dict[str, NetworkProfile] = {
         rto_max_ms=300.0,
         settle_timeout_s=0.2,
         probe_interval_s=0.02,
+        probe_grace_s=0.03,
         control_copies=2,
         cc_enabled=False,
         window_bytes=24 * 1024,
@@ -78,6 +83,7 @@ def job_dblp_config(network: str, *, peer_timeout_s: float = 30.0) -> DblpConfig
         packet_bytes=job_mrc_config(network).payload_bytes,
         settle_timeout_s=p.settle_timeout_s,
         probe_interval_s=p.probe_interval_s,
+        probe_grace_s=p.probe_grace_s,
         control_copies=p.control_copies,
         peer_timeout_s=peer_timeout_s,
     )

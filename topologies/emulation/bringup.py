@@ -32,7 +32,12 @@ from typing import Protocol
 
 from controller.fabric import FabricController
 from topologies.emulation import probe
-from topologies.emulation.fabricnet import FabricNet, FabricNetOptions, read_state
+from topologies.emulation.fabricnet import (
+    FabricNet,
+    FabricNetOptions,
+    fabric_lock_held,
+    read_state,
+)
 from topologies.emulation.mnfabric import FabricNetError, SwitchOptions
 from topologies.model import Fabric, FabricSpec, build_fabric
 
@@ -216,8 +221,8 @@ def busy_reason(results_dir: str = "results") -> str | None:
             f"a fabric is already running (pid {pid}, {results_dir}/fabric/state.json): "
             "stop it first with 'make fabric-down'"
         )
-    if pathlib.Path(SWITCH_PORT_SIGNATURE).exists():
-        return "another fabric's switch ports exist on this machine (a test running?); try later"
+    if pathlib.Path(SWITCH_PORT_SIGNATURE).exists() or fabric_lock_held():
+        return "another fabric is running or being built on this machine (a test?); try later"
     return None
 
 

@@ -19,6 +19,7 @@ crashed run left behind.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -168,6 +169,59 @@ def _up_to_date(targets: Iterable[Path], sources: Iterable[Path]) -> bool:
     return all(s.stat().st_mtime <= oldest for s in sources if s.exists())
 
 
+FABRIC_LOCK = Path("/run/lock/tailfabric-fabric.lock")
+"""Held (flock) by the process that runs a fabric, from before its first interface exists
+until its last one is gone: fabrics use machine-global interface names, so a second one must
+wait for the first instead of colliding with it half-built."""
+
+
+class FabricLock:
+    """The machine's fabric lock (:data:`FABRIC_LOCK`), taken without blocking."""
+
+    def __init__(self, path: Path = FABRIC_LOCK) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Raises: FabricNetError: another process holds it (its pid in the message)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise FabricNetError(
+                f"another fabric is running or being built on this machine (pid {holder}, "
+                f"lock {self.path}): stop it first with 'make fabric-down' or wait"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Idempotent."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def fabric_lock_held(path: Path = FABRIC_LOCK) -> bool:
+    """Whether some process holds the machine's fabric lock now."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 class FabricNet:
     """A fabric in Mininet with its switch processes (context manager; :meth:`stop` is idempotent).
 
@@ -185,6 +239,7 @@ class FabricNet:
         self.program_cached = False
         self.timings: dict[str, float] = {}
         self._started = False
+        self._lock = FabricLock()
 
     # -- paths --------------------------------------------------------------------------
 
@@ -213,6 +268,7 @@ class FabricNet:
         """
         if self._started:
             raise FabricNetError("this fabric is already started")
+        self._lock.acquire()
         self._started = True
         opts = self.options
         sw = opts.switch
@@ -271,6 +327,7 @@ class FabricNet:
             state = json.loads(self.state_path.read_text())
             if state.get("runner_pid") == os.getpid():
                 self.state_path.unlink()
+        self._lock.release()
 
     def __enter__(self) -> FabricNet:
         return self
