@@ -1,0 +1,402 @@
+"""A Decoupled DiLoCo learner: inner steps on its own data, one fragment sent every H/P steps,
+merged fragments applied τ steps later. Learners never talk to each other, only to the syncer.
+
+Per step s = 1, 2, ... (s counts the learner's steps, restored from its checkpoint after a
+restart):
+
+1. :meth:`~host.train.decoupled.process.Life.gate` (a paused learner waits here), one inner
+   step (AdamW on its own batch; its ``tokens`` are the batch's target elements), padded to
+   the emulated step time and stretched by a slow-down; every fragment's counters grow by
+   one step and the batch's tokens.
+2. If :meth:`FragmentSchedule.sent_after` (s) = p, i.e. s ≡ 0 (mod H/P) and
+   p = (s/(H/P) − 1) mod P: send REPORT of fragment p (its current values; the version of the
+   syncer's fragment it last received as ``round``; counters: s, steps and tokens since it
+   last received fragment p, its incarnation). Fragment p is then in flight.
+3. Every in-flight fragment sent at step s' is due at s' + τ: if its MERGED reply is here it
+   overwrites the learner's copy (α = 0) and that fragment's counters restart at 0; if not,
+   the learner waits for it at most ``merge_wait_s`` (τ = 0: it always waits here, as
+   DiLoCo does), then trains on and applies it whenever it comes.
+
+Every H steps (by default) it checkpoints its parameters, optimizer state, step and counters.
+A killed learner's next incarnation restores that checkpoint (stale parameters and optimizer
+state), sends PULL and overwrites every fragment with the syncer's current one (FRAGMENT
+replies; counters restart), then goes on. When its steps are done it waits for the merges
+still in flight, sends ABORT ("finished") and closes.
+
+Each step is recorded (:class:`StepRecord`): when it began and ended (the end includes the
+wait for due merges), its nominal time (compute padded to the emulated step time: the work
+it represents), loss and tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from host.api import MessageEndpoint
+from host.train.decoupled.config import DecoupledConfig
+from host.train.decoupled.errors import LinkError
+from host.train.decoupled.fragments import Fragmentation, fragment_model
+from host.train.decoupled.link import POLL_S, Uplink
+from host.train.decoupled.process import Life
+from host.train.diloco.task import WorkerTask, bind
+from host.train.diloco.wire import MessageKind, TensorMessage
+from host.train.diloco.worker import inner_optimizer
+
+
+@dataclass(frozen=True)
+class FragmentSchedule:
+    """Which fragment a learner sends after which step, and when its merge is due."""
+
+    sync_every_steps: int  # H
+    fragments: int  # P
+    overlap_steps: int  # τ
+
+    @property
+    def interval_steps(self) -> int:
+        return self.sync_every_steps // self.fragments
+
+    def sent_after(self, step: int) -> int | None:
+        """The fragment sent once step ``step`` (1-based) is done (None: none)."""
+        k = self.interval_steps
+        if step < 1 or step % k:
+            return None
+        return (step // k - 1) % self.fragments
+
+    def due_at(self, sent_step: int) -> int:
+        """The step after which the merge of a fragment sent after ``sent_step`` is applied."""
+        return sent_step + self.overlap_steps
+
+    @classmethod
+    def of(cls, cfg: DecoupledConfig) -> FragmentSchedule:
+        return cls(cfg.sync_every_steps, cfg.fragments, cfg.overlap_steps)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One inner step of one learner incarnation. Times in seconds since the job's origin."""
+
+    learner: int
+    incarnation: int
+    step: int  # 1-based
+    start_at_s: float
+    end_at_s: float  # after the due merges were applied
+    work_s: float  # compute padded to the emulated step time (slow-downs excluded)
+    train_loss: float
+    tokens: int
+    sent: int  # the fragment reported after this step (-1: none)
+    applied: int  # merged fragments applied after this step
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    steps_since: tuple[int, ...]
+    tokens_since: tuple[int, ...]
+    versions: tuple[int, ...]
+
+
+@dataclass
+class LearnerLog:
+    """What a learner slot recorded over all its incarnations (appended by its threads)."""
+
+    steps: list[StepRecord] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    """merges_applied, catch_up_fragments, merge_timeouts, late_merges, unexpected,
+    reports_sent, restarts."""
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+class LearnerState:
+    """What survives a learner's restarts: its task (model, data order, validation batch), its
+    optimizer, its fragment counters and the last checkpoint (the learner's 'disk')."""
+
+    def __init__(self, cfg: DecoupledConfig, rank: int) -> None:
+        ref = cfg.reference()
+        self.cfg = cfg
+        self.rank = rank
+        self.task: WorkerTask = bind(ref, rank)
+        self.model = self.task.run.model
+        self.params = list(self.model.parameters())
+        self.opt = inner_optimizer(ref, self.model)
+        self.fragmentation: Fragmentation = fragment_model(self.model, cfg.fragments)
+        self.step = 0
+        p = cfg.fragments
+        self.steps_since = [0] * p
+        self.tokens_since = [0] * p
+        self.versions = [0] * p
+        self.checkpoint = self._snapshot()
+
+    def _snapshot(self) -> Checkpoint:
+        return Checkpoint(
+            self.step,
+            {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            copy.deepcopy(self.opt.state_dict()),
+            tuple(self.steps_since),
+            tuple(self.tokens_since),
+            tuple(self.versions),
+        )
+
+    def save(self) -> None:
+        self.checkpoint = self._snapshot()
+
+    def restore(self) -> None:
+        """Back to the last checkpoint (what a restarted process finds on its disk)."""
+        c = self.checkpoint
+        self.model.load_state_dict(c.model)
+        self.opt.load_state_dict(copy.deepcopy(c.optimizer))
+        self.step = c.step
+        self.steps_since = list(c.steps_since)
+        self.tokens_since = list(c.tokens_since)
+        self.versions = list(c.versions)
+
+    def fragment_vector(self, p: int) -> np.ndarray:
+        out: np.ndarray = self.fragmentation[p].gather(self.params).numpy()
+        return out
+
+    def overwrite(self, p: int, version: int, vector: np.ndarray) -> None:
+        """Fragment ``p`` := the syncer's (version ``version``); its counters restart.
+
+        Raises:
+            ValueError: the vector does not have the fragment's size.
+        """
+        self.fragmentation[p].scatter(self.params, torch.from_numpy(np.array(vector)))
+        self.steps_since[p] = 0
+        self.tokens_since[p] = 0
+        self.versions[p] = version
+
+    def inner_step(self) -> tuple[float, int]:
+        """One optimizer step on the next batch: (loss, tokens)."""
+        run = self.task.run
+        x, y = run.batch(self.step)
+        self.opt.zero_grad(set_to_none=True)
+        loss = run.loss(self.model, x, y)
+        torch.autograd.backward(loss)
+        self.opt.step()
+        return float(loss.detach()), int(y.numel())
+
+
+class LearnerRun:
+    """One incarnation of learner ``state.rank`` over its uplink."""
+
+    def __init__(
+        self,
+        cfg: DecoupledConfig,
+        state: LearnerState,
+        link: Uplink,
+        life: Life,
+        log: LearnerLog,
+        origin: float,
+    ) -> None:
+        self.cfg = cfg
+        self.state = state
+        self.link = link
+        self.life = life
+        self.log = log
+        self.origin = origin
+        self.schedule = FragmentSchedule.of(cfg)
+        self.in_flight: dict[int, int] = {}  # fragment -> step it was sent after
+        self.late: set[int] = set()  # in flight, waited for in vain: applied when it comes
+        self.arrived: dict[int, TensorMessage] = {}  # MERGED replies not applied yet
+
+    # -- messages --------------------------------------------------------------------------
+
+    def _file(self, msg: TensorMessage) -> None:
+        FILERS.get(msg.kind, LearnerRun._unexpected)(self, msg)
+
+    def _merged(self, msg: TensorMessage) -> None:
+        if msg.tensor not in self.in_flight:
+            self.log.counts["unexpected"] += 1
+            return
+        self.arrived[msg.tensor] = msg
+
+    def _fragment(self, msg: TensorMessage) -> None:
+        p = msg.tensor
+        if not 0 <= p < self.cfg.fragments:
+            self.log.counts["unexpected"] += 1
+            return
+        self.state.overwrite(p, msg.round, msg.array)
+        self.in_flight.pop(p, None)
+        self.arrived.pop(p, None)
+        self.late.discard(p)
+        self.log.counts["catch_up_fragments"] += 1
+
+    def _unexpected(self, msg: TensorMessage) -> None:
+        self.log.counts["unexpected"] += 1
+
+    def _drain(self, timeout_s: float = 0.0) -> bool:
+        """File what arrived (waiting at most ``timeout_s`` for the first message); whether
+        anything came."""
+        msg = self.link.recv(timeout_s)
+        if msg is None:
+            return False
+        self._file(msg)
+        while (more := self.link.recv(0.0)) is not None:
+            self._file(more)
+        return True
+
+    def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``done()`` (filing messages) or ``timeout_s`` passed; kill-aware."""
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.life.check()
+            self._drain(min(POLL_S, left))
+        return True
+
+    # -- the schedule ----------------------------------------------------------------------
+
+    def _report(self, p: int) -> None:
+        s = self.state
+        self.life.gate()
+        self.link.send(
+            MessageKind.REPORT,
+            s.versions[p],
+            s.fragment_vector(p),
+            tensor=p,
+            counters=(s.step, s.steps_since[p], s.tokens_since[p], self.life.incarnation),
+        )
+        self.in_flight[p] = s.step
+        self.late.discard(p)
+        self.arrived.pop(p, None)
+        self.log.counts["reports_sent"] += 1
+
+    def _arrived(self, p: int) -> bool:
+        return p in self.arrived
+
+    def _apply(self, p: int) -> None:
+        msg = self.arrived.pop(p)
+        self.state.overwrite(p, msg.round, msg.array)
+        del self.in_flight[p]
+        if p in self.late:
+            self.late.discard(p)
+            self.log.counts["late_merges"] += 1
+        self.log.counts["merges_applied"] += 1
+
+    def _absorb(self, *, final: bool = False) -> int:
+        """Apply the merges that are due (waiting for missing ones, once each); how many."""
+        self._drain()
+        step = self.state.step
+        applied = 0
+        for p, sent in sorted(self.in_flight.items(), key=lambda kv: kv[1]):
+            if not final and step < self.schedule.due_at(sent):
+                continue
+            if p not in self.arrived and p not in self.late:
+                got = self._wait(partial(self._arrived, p), self.cfg.merge_wait_s)
+                if not got:
+                    self.late.add(p)
+                    self.log.counts["merge_timeouts"] += 1
+            if p in self.arrived:
+                self._apply(p)
+                applied += 1
+        return applied
+
+    def catch_up(self) -> None:
+        """A restarted learner: PULL every fragment and overwrite its copies."""
+        self.link.send_bytes(MessageKind.PULL, 0, b"", counters=(self.life.incarnation,))
+        before = self.log.counts["catch_up_fragments"]
+        want = before + self.cfg.fragments
+        self._wait(lambda: self.log.counts["catch_up_fragments"] >= want, self.cfg.merge_wait_s)
+
+    def train(self) -> None:
+        """Steps until the learner's budget is done, then the last merges and goodbye.
+
+        Raises:
+            Killed: this incarnation was killed or the job stopped it.
+            LinkError: the syncer went away.
+        """
+        s, cfg = self.state, self.cfg
+        while s.step < cfg.steps:
+            self.life.gate()
+            t0 = time.monotonic()
+            loss, tokens = s.inner_step()
+            work = self.life.pace(t0, cfg.min_step_s)
+            s.step += 1
+            for p in range(cfg.fragments):
+                s.steps_since[p] += 1
+                s.tokens_since[p] += tokens
+            sent = self.schedule.sent_after(s.step)
+            if sent is not None:
+                self._report(sent)
+            applied = self._absorb()
+            self.log.steps.append(
+                StepRecord(
+                    s.rank,
+                    self.life.incarnation,
+                    s.step,
+                    t0 - self.origin,
+                    time.monotonic() - self.origin,
+                    work,
+                    loss,
+                    tokens,
+                    -1 if sent is None else sent,
+                    applied,
+                )
+            )
+            if s.step % cfg.checkpoint_interval_steps == 0:
+                s.save()
+        self._absorb(final=True)
+        self.link.send_bytes(MessageKind.ABORT, 0, b"finished")
+        self.link.flush(self.cfg.merge_wait_s)
+
+
+FILERS: dict[MessageKind, Callable[[LearnerRun, TensorMessage], None]] = {
+    MessageKind.MERGED: LearnerRun._merged,
+    MessageKind.FRAGMENT: LearnerRun._fragment,
+}
+"""What a learner does with each kind it may receive (anything else is counted unexpected)."""
+
+
+def run_learner(
+    cfg: DecoupledConfig,
+    state: LearnerState,
+    log: LearnerLog,
+    life: Life,
+    endpoint: MessageEndpoint,
+    *,
+    syncer_host: int,
+    fingerprint: bytes,
+    origin: float,
+) -> None:
+    """One incarnation of a learner: restore (after a restart), connect, catch up, train.
+
+    Raises:
+        Killed: killed, or stopped at the end of the job.
+        LinkError: the syncer refused it or went away.
+    """
+    if life.incarnation > 0:
+        state.restore()
+        log.counts["restarts"] += 1
+    link = Uplink(
+        endpoint,
+        state.rank,
+        syncer_host,
+        cfg.learners,
+        fingerprint,
+        timeout_s=cfg.setup_timeout_s,
+    )
+    try:
+        run = LearnerRun(cfg, state, link, life, log, origin)
+        if life.incarnation > 0:
+            run.catch_up()
+        run.train()
+    except LinkError:
+        life.check()  # a kill that closed the link is a kill
+        raise
+    finally:
+        link.close()
+        log.bytes_sent += link.bytes_sent
+        log.bytes_received += link.bytes_received
