@@ -51,6 +51,8 @@ from host.train.run import JobResult
 from topologies.emulation.bringup import busy_reason
 from topologies.model import Fabric
 
+WAIT_LOG_S = 60.0
+"""While waiting for another fabric to go away, say so this often."""
 STALL_TIMEOUT_S = 900.0
 """A job fails when no agent has said anything for this long (a round under a 90 % burst
 on a loaded machine takes tens of seconds; a hung job says nothing at all)."""
@@ -372,7 +374,8 @@ class FabricSession:
         ]
         if self.queue_depth is not None:
             cmd += ["--queue-depth", str(self.queue_depth)]
-        t0 = time.monotonic()
+        t0 = said = time.monotonic()
+        said -= WAIT_LOG_S  # say the first wait at once
         while True:
             reason = busy_reason(str(self.results))
             if reason is None:
@@ -392,7 +395,9 @@ class FabricSession:
                     f"{reason} (not under {self.results}/: stop it with make fabric-down or "
                     "make clean, or pass its --results directory)"
                 )
-            self.log(f"{reason}; waiting (up to {deadline - time.monotonic():.0f} s more)")
+            if time.monotonic() - said >= WAIT_LOG_S:
+                self.log(f"{reason}; waiting (up to {deadline - time.monotonic():.0f} s more)")
+                said = time.monotonic()
             time.sleep(5.0)
         self.started = True
         self.up_s = time.monotonic() - t0

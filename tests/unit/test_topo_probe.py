@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -185,3 +186,22 @@ def test_cleanup_without_a_fabric_only_removes_its_directory(tmp_path: Path) -> 
     done = cleanup.cleanup(str(tmp_path), log=lambda s: None)
     assert done == [f"removed {tmp_path / 'fabric'}"]
     assert not (tmp_path / "fabric").exists()
+
+
+def test_the_fabric_lock_lets_one_fabric_run_at_a_time(tmp_path: Path) -> None:
+    from topologies.emulation.fabricnet import FabricLock, fabric_lock_held
+    from topologies.emulation.mnfabric import FabricNetError
+
+    path = tmp_path / "fabric.lock"
+    first, second = FabricLock(path), FabricLock(path)
+    assert not fabric_lock_held(path)
+    first.acquire()
+    assert fabric_lock_held(path)
+    with pytest.raises(FabricNetError, match=rf"pid {os.getpid()}"):
+        second.acquire()
+    first.release()
+    first.release()  # idempotent
+    assert not fabric_lock_held(path)
+    second.acquire()
+    assert fabric_lock_held(path)
+    second.release()
