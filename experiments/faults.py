@@ -1,8 +1,13 @@
-"""The fault scheduler of a training job on the fabric: network events on their own clock.
+"""Fault schedulers of jobs on the fabric: network events on their own clock.
 
-The experiment driver's event loop only reads what the agents say; every change to the
-network happens here, in one thread with its own queue, so that no fault waits behind the
-agents' events and no agent's event waits behind a slow controller call:
+:class:`FaultScheduler` applies a DBLP job's round-aligned events (below); :class:`TimedFaults`
+applies changes at set times of the driver's clock (a DiLoCo job's link failure 5 s into the
+run), each in a thread of its own, so neither waits for the driver's event loop.
+
+With :class:`FaultScheduler` the DBLP driver's event loop only reads what the agents say;
+every change to the network happens in the scheduler's thread, with its own queue, so that no
+fault waits behind the agents' events and no agent's event waits behind a slow controller
+call:
 
 * ``enter_round`` (the parameter server starts a round where a burst starts or ends,
   :meth:`host.train.job.JobSpec.gated`): the burst goes on (off) through the controller;
@@ -22,7 +27,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from host.train.job import JobSpec
@@ -132,6 +137,106 @@ class FaultScheduler:
             self._thread.join()
 
     def __enter__(self) -> FaultScheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- faults on the driver's clock ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedAction:
+    """One change to the network at a set time of a run."""
+
+    at_s: float
+    """Seconds after the run's origin (``time.monotonic()``, which every namespace shares)."""
+    label: str
+    """What it does (``fail link h4 p0l1``), for the records."""
+    apply: Callable[[], object]
+    always: bool = False
+    """Apply it when the scheduler closes if its time has not come (a restore: the network is
+    never left failed)."""
+
+
+@dataclass(frozen=True)
+class AppliedAction:
+    """When an action ran, in seconds since the run's origin."""
+
+    label: str
+    at_s: float  # planned
+    requested_s: float  # the thread called it
+    applied_s: float  # the call returned
+
+
+class TimedFaults:
+    """Applies :class:`TimedAction` s at their times in a thread of its own (context manager).
+
+    The driver's event loop never waits for a change, and no change waits for the loop; an
+    error of an action is kept and raised by :meth:`check` (the loop calls it); the actions
+    after it are skipped, except those marked ``always``, which :meth:`close` applies.
+
+    Args:
+        actions: what to do and when (any order).
+        origin: ``time.monotonic()`` of the run's start.
+    """
+
+    def __init__(self, actions: Sequence[TimedAction], origin: float) -> None:
+        self.origin = origin
+        self.applied: list[AppliedAction] = []
+        self._pending = sorted(actions, key=lambda a: a.at_s)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="timed-faults", daemon=True)
+        self._thread.start()
+
+    def _take(self, a: TimedAction) -> None:
+        requested = time.monotonic()
+        a.apply()
+        done = time.monotonic()
+        with self._lock:
+            self.applied.append(
+                AppliedAction(a.label, a.at_s, requested - self.origin, done - self.origin)
+            )
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                nxt = self._pending[0]
+            if self._stop.wait(max(0.0, self.origin + nxt.at_s - time.monotonic())):
+                return
+            with self._lock:
+                self._pending.pop(0)
+            if self._error is not None and not nxt.always:
+                continue
+            try:
+                self._take(nxt)
+            except Exception as e:  # reported through check() in the driver's loop
+                self._error = self._error or e
+
+    def check(self) -> None:
+        """Raise the first action's failure, if any (the driver's loop calls this)."""
+        if self._error is not None:
+            raise FaultError(f"changing the network failed: {self._error}") from self._error
+
+    def close(self) -> None:
+        """Stop the thread; apply the ``always`` actions whose time has not come
+        (idempotent). Raises: FaultError (one of those failed)."""
+        self._stop.set()
+        self._thread.join()
+        with self._lock:
+            left, self._pending = [a for a in self._pending if a.always], []
+        for a in left:
+            try:
+                self._take(a)
+            except Exception as e:
+                raise FaultError(f"{a.label} failed: {e}") from e
+
+    def __enter__(self) -> TimedFaults:
         return self
 
     def __exit__(self, *exc: object) -> None:

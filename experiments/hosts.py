@@ -5,19 +5,27 @@
 :func:`start_in_host` runs ``python -m <module>`` in one host's namespace (``mnexec -a <host
 pid>``) with JSON lines on its stdin and stdout; :class:`HostProcess` drives
 :mod:`host.stream_agent` that way, reading its events and sending it commands.
+
+Drivers of many agents at once (:mod:`experiments.fabric_job`, :mod:`experiments.gossip`) read
+them without threads: :class:`AgentProcess` is one agent whose stdout the driver selects on,
+and :func:`drive_agents` is the one select loop: it hands every JSON line to the driver as it
+arrives, tells it when an agent's stdout ends, and stops when the driver is done or when no
+agent has said anything for a while (:class:`AgentsSilent`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import queue
+import selectors
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -187,3 +195,126 @@ class HostProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AgentProcess:
+    """One agent process read without blocking: a driver's loop selects on :meth:`fileno` and
+    takes whole JSON lines with :meth:`read_events`; :meth:`answer` is safe from any thread (a
+    fault scheduler answers requests from its own).
+
+    Args:
+        name: what the driver calls it (its host's name).
+        proc: the process, stdin and stdout text pipes (:func:`start_in_host`).
+    """
+
+    def __init__(self, name: str, proc: subprocess.Popen[str]) -> None:
+        self.name = name
+        self.proc = proc
+        assert proc.stdout is not None
+        self._fd = proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self._buf = b""
+        self._lock = threading.Lock()
+        self.closed = False  # its stdout reached the end (it exited)
+
+    @classmethod
+    def in_host(
+        cls, name: str, host_pid: int, module: str, args: Sequence[str], log: IO[bytes] | None
+    ) -> AgentProcess:
+        """``python -m <module> ARGS`` in the namespaces of the host shell ``host_pid``."""
+        return cls(name, start_in_host(host_pid, module, args, log))
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read_events(self) -> list[dict[str, Any]]:
+        """Every complete JSON line that has arrived (non-JSON lines are skipped)."""
+        try:
+            chunk = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            self.closed = True
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(ev, dict):
+                out.append(ev)
+        return out
+
+    def answer(self, **msg: object) -> None:
+        """``msg`` as one JSON line on its stdin (nothing once it has exited)."""
+        with self._lock:
+            send_line(self.proc, msg)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Terminate it (then kill it) unless it has exited; idempotent."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout_s)
+
+
+class AgentsSilent(RuntimeError):
+    """No agent said anything for ``silent_s`` seconds (a hung job)."""
+
+    def __init__(self, silent_s: float) -> None:
+        super().__init__(f"no agent said anything for {silent_s:.0f} s")
+        self.silent_s = silent_s
+
+
+def drive_agents(
+    agents: Sequence[AgentProcess],
+    handle: Callable[[AgentProcess, dict[str, Any]], None],
+    done: Callable[[], bool],
+    *,
+    on_exit: Callable[[AgentProcess], None] | None = None,
+    check: Callable[[], None] | None = None,
+    stall_timeout_s: float,
+    poll_s: float = 1.0,
+) -> None:
+    """Select on every agent's stdout until ``done()``.
+
+    Each JSON line goes to ``handle`` as it arrives; an agent whose stdout ended goes to
+    ``on_exit`` once (which may raise to stop the loop); ``check`` runs before every wait (a
+    fault scheduler raises its errors there). Only silence ends the loop on its own: the
+    total time is not limited, so a busy machine makes a job slower and never makes it fail.
+
+    Raises:
+        AgentsSilent: nothing arrived from any agent for ``stall_timeout_s`` (nor did any
+            agent exit) while not ``done()``.
+        whatever ``handle``, ``on_exit`` or ``check`` raise.
+    """
+    sel = selectors.DefaultSelector()
+    try:
+        for a in agents:
+            if not a.closed:
+                sel.register(a, selectors.EVENT_READ, a)
+        last_heard = time.monotonic()
+        while not done():
+            if check is not None:
+                check()
+            events = sel.select(timeout=poll_s)
+            now = time.monotonic()
+            if not events and now - last_heard > stall_timeout_s:
+                raise AgentsSilent(stall_timeout_s)
+            for key, _ in events:
+                agent: AgentProcess = key.data
+                for ev in agent.read_events():
+                    last_heard = now
+                    handle(agent, ev)
+                if agent.closed:
+                    last_heard = now
+                    sel.unregister(agent)
+                    if on_exit is not None:
+                        on_exit(agent)
+    finally:
+        sel.close()

@@ -118,6 +118,9 @@ class ConnectionCore:
         self.sender = Sender(cfg, self.evs, self.cc, self._event, now)
         self.receiver = Receiver(cfg)
         self.last_rx = now
+        self.busy_since = now
+        """When data last became outstanding after none was: a peer's silence counts from the
+        later of this and ``last_rx`` (an idle peer had nothing to answer)."""
         self.last_persist = now
         self.pto_count = 0  # tail-loss probes sent since the peer was last heard
         self.failed: str | None = None
@@ -162,8 +165,8 @@ class ConnectionCore:
             s.detect_losses(now)
         if s.rto_deadline() <= now:
             s.on_rto(now)
-        if s.outstanding() and now >= self.last_rx + self.cfg.dead_peer_timeout_s:
-            self._fail(f"peer {self.peer_host} silent for {now - self.last_rx:.1f} s")
+        if s.outstanding() and now >= self._silent_since() + self.cfg.dead_peer_timeout_s:
+            self._fail(f"peer {self.peer_host} silent for {now - self._silent_since():.1f} s")
             return
         if r.replies:
             replies, r.replies = r.replies, []
@@ -359,12 +362,18 @@ class ConnectionCore:
         if s.flight:
             t = min(t, self._pto_at())
         if s.outstanding():
-            t = min(t, self.last_rx + self.cfg.dead_peer_timeout_s)
+            t = min(t, self._silent_since() + self.cfg.dead_peer_timeout_s)
         return t
+
+    def _silent_since(self) -> float:
+        """Since when the peer owes an answer and has not given one."""
+        return max(self.last_rx, self.busy_since)
 
     # -- control and export ------------------------------------------------------------------
 
     def submit(self, token: int, data: bytes, digest: bytes, reliable: bool, now: float) -> int:
+        if not self.sender.outstanding():
+            self.busy_since = now
         return self.sender.submit(token, data, digest, reliable, now)
 
     def release(self, nbytes: int) -> None:

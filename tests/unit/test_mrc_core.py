@@ -148,6 +148,18 @@ def test_silent_peer_fails_the_connection() -> None:
     assert "silent" in (pair.a.failed or "")
 
 
+def test_a_connection_idle_past_the_dead_peer_timeout_is_not_failed_by_its_next_message() -> None:
+    # a peer that had nothing to answer is not silent: the clock starts when data is sent
+    pair = CorePair(replace(CFG, dead_peer_timeout_s=0.5))
+    submit(pair, [b"hello"])
+    pair.run(lambda p: len(p.b.receiver.ready) == 1 and not p.a.sender.outstanding())
+    pair.run(max_s=pair.now + 2.0)  # four timeouts with nothing to send and nothing heard
+    pair.a.submit(1, b"again", digest_of(b"again"), True, pair.now)
+    pair.run(lambda p: len(p.b.receiver.ready) == 2 or p.a.failed is not None, max_s=pair.now + 1)
+    assert pair.a.failed is None
+    assert list(pair.b.receiver.ready) == [b"hello", b"again"]
+
+
 def test_unreliable_mode_reports_exactly_the_packets_that_arrived() -> None:
     drop = {0: {1, 4}, 1: set(), 2: {0, 1, 2, 3, 4}, 3: {4}}  # message -> packet indices
 
