@@ -237,6 +237,21 @@ def test_an_abort_reaches_waiters_as_peer_failed(cluster: EmuCluster) -> None:
             m.close()
 
 
+def test_a_ring_all_reduce_stops_when_any_member_is_gone_not_only_the_one_it_waits_for(
+    cluster: EmuCluster,
+) -> None:
+    ms = meshes(cluster, ring_peers(4), 4, lambda r: FP)
+    try:
+        ms[2].abort(0, "gone")  # rank 1 waits for rank 0's segment, but rank 2 is gone
+        t0 = time.monotonic()
+        with pytest.raises(PeerFailed, match=r"rank 2 \(host 2\) stopped in round 0: gone"):
+            ring_allreduce(ms[1], MessageKind.OUTER_REDUCE, 0, 0, np.ones(8, np.float32), 20.0)
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        for m in ms.values():
+            m.close()
+
+
 def test_malformed_and_misattributed_messages_are_counted_and_dropped(
     cluster: EmuCluster,
 ) -> None:

@@ -7,13 +7,21 @@ timeouts), how all-reduces travel (reliable MRC or DBLP with a loss policy) and 
 faults. An invalid combination raises :class:`~host.train.diloco.errors.ConfigError` with the
 setting and what would be valid, before any connection or thread exists.
 :data:`VARIANTS` are the paper's named variants (``GlobalM1``, ``GlobalM1LocalM2``).
+:func:`config_to_json` / :func:`config_from_json` are the job's JSON form (what a fabric
+driver hands its agents), read back with the same checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import enum
+import json
 import math
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from host.dblp.config import LossPolicy, PhaseConfig
 from host.train import job
@@ -295,3 +303,130 @@ class DilocoConfig:
 
     def faults_at(self, rank: int, round_: int) -> list[FaultKind]:
         return [f.kind for f in self.faults if f.rank == rank and f.round == round_]
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+#
+# The driver of a fabric job hands every agent the job as JSON (nothing is unpickled): each
+# dataclass is an object of its fields, each enum its value, a tuple a list. Reading it back
+# checks every key and type against the dataclasses' annotations and then runs their
+# validation, so a bad file fails with the setting's path named (``gossip.mix1_graph: ...``).
+
+
+def to_dict(obj: object) -> Any:
+    """``obj`` (a settings dataclass, enum, tuple or plain value) as JSON-ready data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, tuple | list):
+        return [to_dict(x) for x in obj]
+    return obj
+
+
+def _did_you_mean(name: str, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _decode_dataclass(kind: type[Any], value: object, path: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path or 'the job'}: expected an object, got {value!r:.60}")
+    hints = typing.get_type_hints(kind)
+    names = [f.name for f in dataclasses.fields(kind)]
+    kw: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in names:
+            where = f"{path}." if path else ""
+            raise ConfigError(
+                f"unknown setting '{where}{key}'{_did_you_mean(str(key), names)} "
+                f"(valid: {', '.join(names)})"
+            )
+        kw[key] = _decode(hints[key], item, f"{path}.{key}" if path else key)
+    try:
+        return kind(**kw)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:  # validation of a dataclass from another package
+        raise ConfigError(f"{path or 'the job'}: {e}") from e
+
+
+def _decode(hint: Any, value: object, path: str) -> Any:
+    """``value`` read as type ``hint``.
+
+    Raises:
+        ConfigError: it does not fit (the message names ``path``).
+    """
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _decode_dataclass(hint, value, path)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        valid = [str(m.value) for m in hint]
+        if str(value) not in valid:
+            raise ConfigError(
+                f"{path}: '{value}' is not one of {', '.join(valid)}"
+                f"{_did_you_mean(str(value), valid)}"
+            )
+        return hint(value)
+    if typing.get_origin(hint) is tuple:
+        item_hint = typing.get_args(hint)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: expected a list, got {value!r:.60}")
+        return tuple(_decode(item_hint, x, f"{path}[{i}]") for i, x in enumerate(value))
+    plain = _PLAIN.get(hint)
+    if plain is None:  # pragma: no cover - a field type this reader does not know
+        raise ConfigError(f"{path}: cannot read a {hint} from JSON")
+    return plain(value, path)
+
+
+def _plain(kind: type[Any]) -> Callable[[object, str], Any]:
+    def read(value: object, path: str) -> Any:
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
+            raise ConfigError(f"{path}: expected {kind.__name__}, got {value!r:.60}")
+        return value
+
+    return read
+
+
+_PLAIN: dict[Any, Callable[[object, str], Any]] = {k: _plain(k) for k in (bool, int, float, str)}
+"""The plain JSON types a setting can have, each with its reader."""
+
+
+def config_to_json(cfg: DilocoConfig) -> str:
+    """``cfg`` as one line of JSON (:func:`config_from_json` reads it back equal)."""
+    return json.dumps(to_dict(cfg), sort_keys=True)
+
+
+def config_from_json(text: str | bytes) -> DilocoConfig:
+    """A job from its JSON form, every key, type and combination checked.
+
+    Raises:
+        ConfigError: not JSON, an unknown setting (with the nearest name), a wrong type or
+            value, or an invalid combination (the setting's path is named).
+    """
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"the job is not JSON: {e}") from None
+    cfg: DilocoConfig = _decode_dataclass(DilocoConfig, doc, "")
+    return cfg
+
+
+SettingsT = typing.TypeVar("SettingsT")
+
+
+def settings_from_json(kind: type[SettingsT], text: str | bytes) -> SettingsT:
+    """Any settings dataclass ``kind`` from its JSON form (:func:`to_dict`), every key, type
+    and combination checked as :func:`config_from_json` checks a job.
+
+    Raises:
+        ConfigError: not JSON, an unknown setting, a wrong type or value, or an invalid
+            combination (the setting's path is named).
+    """
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"the settings are not JSON: {e}") from None
+    out: SettingsT = _decode_dataclass(kind, doc, "")
+    return out

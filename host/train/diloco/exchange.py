@@ -98,7 +98,8 @@ def ring_allreduce(
     """The mean of every rank's ``vector`` (float32), the same bits on every rank.
 
     Raises:
-        PeerFailed: the previous rank failed or aborted.
+        PeerFailed: a peer of the mesh failed or aborted (the ring cannot finish without it:
+            stopping at once passes the failure on around the ring).
         PeerTimeout: a segment did not arrive within ``timeout_s``.
         ExchangeError: a segment of the wrong size arrived (another job's vector).
     """
@@ -109,7 +110,7 @@ def ring_allreduce(
     for step in range(2 * (n - 1)):
         plan = ring_step(rank, n, step)
         mesh.send(nxt, kind, round_, segs[plan.send], tensor=tensor, part=step)
-        got = mesh.take(Key(kind, round_, prev, tensor, step), timeout_s).array
+        got = mesh.take(Key(kind, round_, prev, tensor, step), timeout_s, watch=mesh.peers).array
         if got.shape != segs[plan.recv].shape:
             raise ExchangeError(
                 f"{kind.name} round {round_} step {step}: rank {prev} sent {got.size} values, "

@@ -95,18 +95,23 @@ class Mailbox:
         with self._cv:
             return dict(self._failed)
 
-    def take(self, key: Key, timeout_s: float) -> Arrival:
+    def take(self, key: Key, timeout_s: float, *, watch: Iterable[int] = ()) -> Arrival:
         """Remove and return the message ``key``, waiting up to ``timeout_s``.
 
+        Args:
+            watch: other peers whose failure also ends the wait (a ring all-reduce cannot
+                finish once any member is gone, whoever it waits for).
         Raises:
-            PeerFailed: its sender failed and the message is not here.
+            PeerFailed: its sender (or a watched peer) failed and the message is not here.
             PeerTimeout: it did not arrive in time.
         """
         deadline = time.monotonic() + timeout_s
+        watched = (key.sender, *watch)
         with self._cv:
             while key not in self._items:
-                if key.sender in self._failed:
-                    raise self._failed[key.sender]
+                gone = next((p for p in watched if p in self._failed), None)
+                if gone is not None:
+                    raise self._failed[gone]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise PeerTimeout(
@@ -307,9 +312,9 @@ class Mesh:
             self._handles.append(handle)
         return len(data), handle
 
-    def take(self, key: Key, timeout_s: float) -> Arrival:
+    def take(self, key: Key, timeout_s: float, *, watch: Iterable[int] = ()) -> Arrival:
         """See :meth:`Mailbox.take`."""
-        return self.mailbox.take(key, timeout_s)
+        return self.mailbox.take(key, timeout_s, watch=watch)
 
     def failed_peers(self) -> set[int]:
         return set(self.mailbox.failed())

@@ -24,7 +24,7 @@ import pathlib
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
@@ -41,6 +41,7 @@ from host.train.diloco.errors import ConfigError, WorkerFailed
 from host.train.diloco.task import bind
 from host.train.diloco.wire import message_bytes
 from host.train.diloco.worker import (
+    RoundObserver,
     RoundRecord,
     WorkerOutcome,
     WorkerStatus,
@@ -190,6 +191,8 @@ def run_emu_job(
     link: LinkProfile | None = None,
     cluster: EmuCluster | None = None,
     dblp: DblpConfig | None = None,
+    observer: RoundObserver | None = None,
+    on_round: Callable[[RoundRecord], None] | None = None,
 ) -> DilocoResult:
     """Run ``cfg`` with every worker a thread of this process (worker r on host r).
 
@@ -197,6 +200,8 @@ def run_emu_job(
         link: impairments and rate of every path (ignored when ``cluster`` is given).
         cluster: emulated hosts to use (default: a new one, closed afterwards).
         dblp: DBLP timers (reduce transport 'dblp').
+        observer: also gets every evaluated round's parameters and distributions.
+        on_round: called with every worker's record as its round ends (from its thread).
     Raises:
         ConfigError: the cluster has fewer hosts than workers (before anything starts).
         WorkerFailed: a worker died or stopped (the first to die is named; the partial
@@ -210,15 +215,34 @@ def run_emu_job(
             raise ConfigError(
                 f"{cfg.workers} workers need {cfg.workers} hosts, the cluster has {cl.hosts}"
             )
-        return _run(cfg, cl, dblp or job_dblp_config("emu", peer_timeout_s=cfg.peer_timeout_s))
+        dblp = dblp or job_dblp_config("emu", peer_timeout_s=cfg.peer_timeout_s)
+        return _run(cfg, cl, dblp, observer, on_round)
     finally:
         if own:
             cl.close()
 
 
-def _run(cfg: DilocoConfig, cl: EmuCluster, dblp: DblpConfig) -> DilocoResult:
+class _Both:
+    """Hands every report to two observers."""
+
+    def __init__(self, first: RoundObserver, second: RoundObserver) -> None:
+        self.first, self.second = first, second
+
+    def observe(self, rank: int, round_: int, params: np.ndarray, probs: np.ndarray) -> None:
+        self.first.observe(rank, round_, params, probs)
+        self.second.observe(rank, round_, params, probs)
+
+
+def _run(
+    cfg: DilocoConfig,
+    cl: EmuCluster,
+    dblp: DblpConfig,
+    extra: RoundObserver | None,
+    on_round: Callable[[RoundRecord], None] | None,
+) -> DilocoResult:
     hosts = tuple(range(cfg.workers))
     board = ConsensusBoard(cfg.workers)
+    observer: RoundObserver = board if extra is None else _Both(board, extra)
     outcomes: dict[int, WorkerOutcome] = {}
     lock = threading.Lock()
     origin = time.monotonic()
@@ -226,7 +250,16 @@ def _run(cfg: DilocoConfig, cl: EmuCluster, dblp: DblpConfig) -> DilocoResult:
     torch.set_num_threads(1)
 
     def work(rank: int) -> None:
-        out = run_worker(cfg, cl.endpoints[rank], rank, hosts, dblp, observer=board, origin=origin)
+        out = run_worker(
+            cfg,
+            cl.endpoints[rank],
+            rank,
+            hosts,
+            dblp,
+            observer=observer,
+            origin=origin,
+            on_round=on_round,
+        )
         with lock:
             outcomes[rank] = out
 

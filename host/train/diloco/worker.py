@@ -185,6 +185,7 @@ class Worker:
 
     Args:
         origin: ``time.monotonic()`` of the job's start (the records' ``*_at_s`` are since).
+        on_round: called with each round's record as the round ends (an agent reports it).
     """
 
     def __init__(
@@ -194,11 +195,13 @@ class Worker:
         *,
         observer: RoundObserver | None = None,
         origin: float | None = None,
+        on_round: Callable[[RoundRecord], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.comm = comm
         self.rank = comm.rank
         self.observer = observer
+        self.on_round = on_round
         self.origin = time.monotonic() if origin is None else origin
         self.task: WorkerTask = bind(cfg, self.rank)
         self.model = self.task.run.model
@@ -333,6 +336,8 @@ class Worker:
         )
         self._late_seen = late
         self.records.append(rec)
+        if self.on_round is not None:
+            self.on_round(rec)
         return rec
 
     def train(self) -> None:
@@ -379,6 +384,7 @@ def run_worker(
     *,
     observer: RoundObserver | None = None,
     origin: float | None = None,
+    on_round: Callable[[RoundRecord], None] | None = None,
 ) -> WorkerOutcome:
     """The whole life of worker ``rank`` on ``endpoint``: set up, train, end.
 
@@ -390,7 +396,7 @@ def run_worker(
     worker: Worker | None = None
     try:
         with open_comm(cfg, endpoint, rank, hosts, dblp) as comm:
-            worker = Worker(cfg, comm, observer=observer, origin=origin)
+            worker = Worker(cfg, comm, observer=observer, origin=origin, on_round=on_round)
             try:
                 worker.train()
             except Exception as e:
