@@ -19,6 +19,8 @@ help:
 	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
 	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
 	@echo "make bench-fabric  bring-up time of the default fabric -> results/bench_fabric.csv (root)"
+	@echo "make exp-gossip  DP, DiLoCo, GlobalM1, GlobalM1LocalM2 at two link rates -> results/gossip.csv, gossip.png"
+	@echo "make exp-decoupled  elastic DP vs Decoupled DiLoCo M=2,4 under chaos -> results/decoupled.csv, decoupled.png"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, import layer contracts"
 	@echo "make clean       remove build outputs and results; stop fabrics and remove their leftovers"
 
@@ -165,3 +167,27 @@ exp-microburst: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m experiments.demo --results $(RESULTS) --link-mbps $(DBLP_LINK_MBPS) \
 	  $(EXP_SEEDS_ARG) $(DEMO_ARGS)
+
+# Factored gossip DiLoCo (README "Factored gossip DiLoCo"): calibrates the two link rates of
+# the paper's comm/compute ratios, then brings the default fabric up at each in turn and takes
+# it down again (root, Mininet; otherwise every worker runs on the in-process emulator).
+# SEEDS=N (default 3); GOSSIP_ARGS passes options (e.g. GOSSIP_ARGS=--quick, --network emu).
+GOSSIP_ARGS ?=
+.PHONY: exp-gossip
+
+exp-gossip: $(STAMP)
+	$(PY) -m experiments.gossip --results $(RESULTS) --out $(RESULTS)/gossip.csv \
+	  $(EXP_SEEDS_ARG) $(GOSSIP_ARGS)
+
+# Decoupled DiLoCo (README "Decoupled DiLoCo"): elastic data parallel vs Decoupled DiLoCo with
+# M = 2, 4 learners at two failure rates and none, a seeded chaos schedule killing, pausing and
+# slowing the processes and failing spines and planes through the controller; on the default
+# fabric, brought up and taken down again (root, Mininet; otherwise on the in-process emulator).
+# SEEDS=N (default 3); DECOUPLED_ARGS passes options (e.g. --quick, --network emu,
+# --learners 2,4,8).
+DECOUPLED_ARGS ?=
+.PHONY: exp-decoupled
+
+exp-decoupled: $(STAMP)
+	$(PY) -m experiments.decoupled --results $(RESULTS) --out $(RESULTS)/decoupled.csv \
+	  --wait-s 1800 $(EXP_SEEDS_ARG) $(DECOUPLED_ARGS)

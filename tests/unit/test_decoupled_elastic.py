@@ -10,16 +10,9 @@ import numpy as np
 import torch
 
 from host.train.decoupled.config import ElasticConfig
-from host.train.decoupled.elastic import (
-    COORDINATOR_RECEIVERS,
-    OPTIMIZER_STATE,
-    CoordinatorCore,
-    Out,
-    WorkerState,
-    load_state_vector,
-    state_vector,
-)
+from host.train.decoupled.elastic import COORDINATOR_RECEIVERS, CoordinatorCore, Out, WorkerState
 from host.train.decoupled.link import Refusal
+from host.train.decoupled.member import OPTIMIZER_STATE, load_state_vector, state_vector
 from host.train.diloco.config import InnerConfig, InnerOptimizer
 from host.train.diloco.wire import MessageKind, TensorMessage, decode, encode
 

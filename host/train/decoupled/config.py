@@ -20,6 +20,7 @@ setting and what would be valid, before any connection or thread exists.
 from __future__ import annotations
 
 import enum
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -30,7 +31,10 @@ from host.train.diloco.config import (
     DilocoConfig,
     InnerConfig,
     OuterConfig,
+    settings_from_json,
+    to_dict,
 )
+from host.train.diloco.errors import ConfigError as DilocoConfigError
 
 MAX_LEARNERS = 1 << 12
 """Learners (and elastic workers) a job may have: ranks travel as u16, and the syncer's
@@ -48,6 +52,21 @@ class Averaging(enum.Enum):
     tensor but the embedding, which is averaged directly."""
     DIRECT = "direct"
     """The weighted mean of every tensor."""
+
+
+class Anchor(enum.Enum):
+    """Where the syncer anchors a learner's outer gradient Δ_{m,p} = anchor − θ_{m,p} (one row
+    of :data:`host.train.decoupled.syncer.ANCHORS` per member)."""
+
+    CURRENT = "current"
+    """Θ_p as it is before this merge (the research note's reading of the paper, Appendix
+    D.2). When learners drift apart a fragment's quorum splits into several small merges, and
+    a report merged after others carries "undo their steps" in its Δ."""
+    BASE = "base"
+    """The version of Θ_p the learner last received (its report carries it): Δ is the
+    learner's own progress only, applied to the current Θ_p. The syncer keeps the last
+    ``history_versions`` versions of each fragment; a report whose base is older falls back
+    to CURRENT (counted)."""
 
 
 class Weighting(enum.Enum):
@@ -109,6 +128,13 @@ class SyncerConfig:
     grace: GraceConfig = field(default_factory=GraceConfig)
     weighting: Weighting = Weighting.TOKENS_SQUARED_PER_STEP
     averaging: Averaging = Averaging.RDA
+    anchor: Anchor = Anchor.BASE
+    history_versions: int = 64
+    """Versions of each fragment the syncer keeps for :attr:`Anchor.BASE` (the newest
+    included)."""
+    share_scaled: bool = False
+    """Scale a merge's Δ by its share of the live learners (reports ÷ live): q merges of
+    one report each then move Θ_p as far as one merge of all q would."""
     learner_timeout_s: float = 5.0
     """A learner that has not reported (or connected) for this long is dropped from quorums;
     its next report welcomes it back."""
@@ -116,7 +142,7 @@ class SyncerConfig:
     """Validation loss of the global model every this many merges (and at the end)."""
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "quorum", "eval_every_merges")
+        _at_least(self, 1, "quorum", "eval_every_merges", "history_versions")
         _positive(self, "learner_timeout_s")
 
 
@@ -346,3 +372,40 @@ class ChaosConfig:
             )
         if self.start_after_s < 0:
             raise ConfigError(f"start_after_s must be >= 0, got {self.start_after_s}")
+
+
+# -- JSON (what a fabric driver hands its agents; nothing is unpickled) -------------------------
+
+JobConfig = DecoupledConfig | ElasticConfig
+
+JOB_KINDS: dict[str, type[DecoupledConfig] | type[ElasticConfig]] = {
+    "decoupled": DecoupledConfig,
+    "elastic": ElasticConfig,
+}
+"""The kinds of job a fabric agent runs, by name."""
+
+
+def job_to_json(cfg: JobConfig) -> str:
+    """``cfg`` as one line of JSON (:func:`job_from_json` reads it back equal; an infinite
+    ``max_wall_s`` is written as ``Infinity``, which Python's reader takes)."""
+    return json.dumps(to_dict(cfg), sort_keys=True)
+
+
+def job_from_json(kind: str, text: str | bytes) -> JobConfig:
+    """A job of ``kind`` (:data:`JOB_KINDS`) from its JSON form, every key, type and
+    combination checked.
+
+    Raises:
+        ConfigError: an unknown kind, not JSON, an unknown setting (with the nearest name), a
+            wrong type or value, or an invalid combination (the setting's path is named).
+    """
+    cls = JOB_KINDS.get(kind)
+    if cls is None:
+        raise ConfigError(f"unknown job kind '{kind}'; valid: {', '.join(JOB_KINDS)}")
+    try:
+        out: JobConfig = settings_from_json(cls, text)
+    except DilocoConfigError as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(str(e)) from None
+    return out

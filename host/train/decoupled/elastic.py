@@ -33,88 +33,28 @@ join, rounds until the budget is committed). Records: each attempt of each worke
 
 from __future__ import annotations
 
-import copy
 import math
+import pathlib
 import queue
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
 from host.api import MessageEndpoint
 from host.train.decoupled.config import MAX_INCARNATIONS, ElasticConfig
-from host.train.decoupled.errors import LinkError
 from host.train.decoupled.link import POLL_S, Hub, Inbound, Refusal, Uplink
+from host.train.decoupled.member import Counters, MemberLog, MemberState, counter, run_member
 from host.train.decoupled.process import Life
-from host.train.diloco.config import InnerOptimizer
-from host.train.diloco.task import WorkerTask, bind, evaluate
+from host.train.diloco.task import evaluate
 from host.train.diloco.wire import MessageKind, TensorMessage
-from host.train.diloco.worker import get_flat, inner_optimizer, set_flat
 from host.train.loop import flat_grad, set_flat_grad
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
-
-# -- optimizer state as one vector -------------------------------------------------------------
-
-OPTIMIZER_STATE: dict[InnerOptimizer, tuple[tuple[str, ...], bool]] = {
-    InnerOptimizer.ADAMW: (("exp_avg", "exp_avg_sq"), True),
-    InnerOptimizer.SGD: (("momentum_buffer",), False),
-}
-"""Per inner optimizer: its per-parameter state tensors and whether it counts steps."""
-
-
-def state_vector(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, kind: InnerOptimizer
-) -> np.ndarray:
-    """Parameters, then each state tensor of every parameter, then the step count (float32).
-    State not created yet counts as zeros."""
-    keys, has_step = OPTIMIZER_STATE[kind]
-    params = list(model.parameters())
-    parts = [get_flat(model)]
-    for key in keys:
-        for p in params:
-            t = opt.state.get(p, {}).get(key)
-            parts.append(torch.zeros(p.numel()) if t is None else t.detach().reshape(-1).float())
-    step = float(opt.state.get(params[0], {}).get("step", 0.0)) if has_step else 0.0
-    parts.append(torch.tensor([step]))
-    out: np.ndarray = torch.cat(parts).numpy()
-    return out
-
-
-def load_state_vector(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, kind: InnerOptimizer, vector: np.ndarray
-) -> None:
-    """The inverse of :func:`state_vector`.
-
-    Raises:
-        ValueError: the vector does not fit this model and optimizer.
-    """
-    keys, has_step = OPTIMIZER_STATE[kind]
-    params = list(model.parameters())
-    n = sum(p.numel() for p in params)
-    if vector.size != n * (1 + len(keys)) + 1:
-        raise ValueError(f"state of {vector.size} values for {n} parameters and {keys}")
-    flat = torch.from_numpy(np.array(vector, dtype=np.float32))
-    set_flat(model, flat[:n])
-    step = float(flat[-1])
-    opt.state.clear()
-    if has_step and step == 0:
-        return
-    off = n
-    states: dict[torch.Tensor, dict[str, Any]] = {p: {} for p in params}
-    for key in keys:
-        for p in params:
-            states[p][key] = flat[off : off + p.numel()].view_as(p).clone()
-            off += p.numel()
-    for p in params:
-        if has_step:
-            states[p]["step"] = torch.tensor(step)
-        opt.state[p] = states[p]
 
 
 # -- the coordinator ---------------------------------------------------------------------------
@@ -424,49 +364,24 @@ class WorkerEval:
 
 
 @dataclass
-class WorkerLog:
+class WorkerLog(MemberLog):
     attempts: list[AttemptRecord] = field(default_factory=list)
     evals: list[WorkerEval] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    bytes_sent: int = 0
-    bytes_received: int = 0
 
 
-@dataclass(frozen=True)
-class _Checkpoint:
-    round: int
-    model: dict[str, torch.Tensor]
-    optimizer: dict[str, Any]
-
-
-class WorkerState:
+class WorkerState(MemberState):
     """What survives a worker's restarts: its task, optimizer, round and last checkpoint."""
 
-    def __init__(self, cfg: ElasticConfig, rank: int) -> None:
-        ref = cfg.reference()
+    def __init__(self, cfg: ElasticConfig, rank: int, path: pathlib.Path | None = None) -> None:
         self.cfg = cfg
-        self.rank = rank
-        self.task: WorkerTask = bind(ref, rank)
-        self.model = self.task.run.model
-        self.opt = inner_optimizer(ref, self.model)
         self.round = 0
-        self.checkpoint = self._snapshot()
+        super().__init__(cfg.reference(), rank, path)
 
-    def _snapshot(self) -> _Checkpoint:
-        return _Checkpoint(
-            self.round,
-            {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-            copy.deepcopy(self.opt.state_dict()),
-        )
+    def counters(self) -> Counters:
+        return {"round": (self.round,)}
 
-    def save(self) -> None:
-        self.checkpoint = self._snapshot()
-
-    def restore(self) -> None:
-        c = self.checkpoint
-        self.model.load_state_dict(c.model)
-        self.opt.load_state_dict(copy.deepcopy(c.optimizer))
-        self.round = c.round
+    def load_counters(self, counters: Counters) -> None:
+        (self.round,) = counter(counters, "round", 1)
 
     def gradient(self) -> tuple[np.ndarray, float, int]:
         """(gradient, loss, tokens) of the next batch."""
@@ -481,14 +396,11 @@ class WorkerState:
         set_flat_grad(self.model, mean)
         self.opt.step()
 
-    def state(self) -> np.ndarray:
-        return state_vector(self.model, self.opt, self.cfg.inner.optimizer)
 
-    def load(self, vector: np.ndarray) -> None:
-        load_state_vector(self.model, self.opt, self.cfg.inner.optimizer, vector)
+class WorkerRun:
+    """One incarnation of an elastic worker over its uplink: join, then rounds until the
+    budget is committed."""
 
-
-class _WorkerRun:
     def __init__(
         self,
         cfg: ElasticConfig,
@@ -550,7 +462,8 @@ class _WorkerRun:
                 s.round = attempted + 1
                 if msg.counter("donor"):
                     self.link.send(MessageKind.STATE, s.round, s.state(), counters=(1,))
-            self.log.attempts.append(
+            self.log.keep(
+                self.log.attempts,
                 AttemptRecord(
                     s.rank,
                     self.life.incarnation,
@@ -561,12 +474,14 @@ class _WorkerRun:
                     loss,
                     tokens,
                     committed,
-                )
+                ),
             )
             if committed and msg is not None:
                 if msg.counter("evaluate"):
                     val, _probs = evaluate(s.task)
-                    self.log.evals.append(WorkerEval(time.monotonic() - self.origin, s.round, val))
+                    self.log.keep(
+                        self.log.evals, WorkerEval(time.monotonic() - self.origin, s.round, val)
+                    )
                 if s.round % cfg.checkpoint_every_steps == 0:
                     s.save()
             elif msg is not None and msg.kind is MessageKind.RETRY and msg.counter("member"):
@@ -595,24 +510,16 @@ def run_worker(
     Raises:
         Killed: killed, or stopped at the end of the job.
         LinkError: the coordinator refused it or went away.
+        CheckpointError: a restart found an unreadable checkpoint.
     """
-    if life.incarnation > 0:
-        state.restore()
-        log.counts["restarts"] += 1
-    link = Uplink(
+    run_member(
+        state,
+        log,
+        life,
         endpoint,
-        state.rank,
-        coordinator_host,
-        cfg.workers,
-        fingerprint,
+        lambda link: WorkerRun(cfg, state, link, life, log, origin).rounds(),
+        hub_host=coordinator_host,
+        hub=cfg.workers,
+        fingerprint=fingerprint,
         timeout_s=cfg.setup_timeout_s,
     )
-    try:
-        _WorkerRun(cfg, state, link, life, log, origin).rounds()
-    except LinkError:
-        life.check()
-        raise
-    finally:
-        link.close()
-        log.bytes_sent += link.bytes_sent
-        log.bytes_received += link.bytes_received

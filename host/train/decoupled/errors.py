@@ -30,3 +30,8 @@ class Killed(DecoupledError):
 class RunFailed(DecoupledError):
     """A run's thread ended with an error of its own (not a chaos kill); the message names it
     and the error is chained."""
+
+
+class CheckpointError(DecoupledError):
+    """A checkpoint file that cannot be read back, or does not fit the model (the message
+    names the file and why)."""

@@ -30,26 +30,22 @@ it represents), loss and tokens.
 
 from __future__ import annotations
 
-import copy
+import pathlib
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
 
 from host.api import MessageEndpoint
 from host.train.decoupled.config import DecoupledConfig
-from host.train.decoupled.errors import LinkError
 from host.train.decoupled.fragments import Fragmentation, fragment_model
 from host.train.decoupled.link import POLL_S, Uplink
+from host.train.decoupled.member import Counters, MemberLog, MemberState, counter, run_member
 from host.train.decoupled.process import Life
-from host.train.diloco.task import WorkerTask, bind
 from host.train.diloco.wire import MessageKind, TensorMessage
-from host.train.diloco.worker import inner_optimizer
 
 
 @dataclass(frozen=True)
@@ -96,70 +92,43 @@ class StepRecord:
     applied: int  # merged fragments applied after this step
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    step: int
-    model: dict[str, torch.Tensor]
-    optimizer: dict[str, Any]
-    steps_since: tuple[int, ...]
-    tokens_since: tuple[int, ...]
-    versions: tuple[int, ...]
-
-
 @dataclass
-class LearnerLog:
-    """What a learner slot recorded over all its incarnations (appended by its threads)."""
+class LearnerLog(MemberLog):
+    """What a learner slot recorded over all its incarnations (appended by its threads).
+    ``counts``: merges_applied, catch_up_fragments, merge_timeouts, late_merges, unexpected,
+    reports_sent, restarts."""
 
     steps: list[StepRecord] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    """merges_applied, catch_up_fragments, merge_timeouts, late_merges, unexpected,
-    reports_sent, restarts."""
-    bytes_sent: int = 0
-    bytes_received: int = 0
 
 
-class LearnerState:
-    """What survives a learner's restarts: its task (model, data order, validation batch), its
-    optimizer, its fragment counters and the last checkpoint (the learner's 'disk')."""
+class LearnerState(MemberState):
+    """What survives a learner's restarts: its task, optimizer, step, fragment counters and
+    the versions of the syncer's fragments it holds, and its last checkpoint."""
 
-    def __init__(self, cfg: DecoupledConfig, rank: int) -> None:
-        ref = cfg.reference()
+    def __init__(self, cfg: DecoupledConfig, rank: int, path: pathlib.Path | None = None) -> None:
         self.cfg = cfg
-        self.rank = rank
-        self.task: WorkerTask = bind(ref, rank)
-        self.model = self.task.run.model
-        self.params = list(self.model.parameters())
-        self.opt = inner_optimizer(ref, self.model)
-        self.fragmentation: Fragmentation = fragment_model(self.model, cfg.fragments)
         self.step = 0
         p = cfg.fragments
         self.steps_since = [0] * p
         self.tokens_since = [0] * p
         self.versions = [0] * p
-        self.checkpoint = self._snapshot()
+        super().__init__(cfg.reference(), rank, path)
+        self.fragmentation: Fragmentation = fragment_model(self.model, p)
 
-    def _snapshot(self) -> Checkpoint:
-        return Checkpoint(
-            self.step,
-            {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-            copy.deepcopy(self.opt.state_dict()),
-            tuple(self.steps_since),
-            tuple(self.tokens_since),
-            tuple(self.versions),
-        )
+    def counters(self) -> Counters:
+        return {
+            "step": (self.step,),
+            "steps_since": tuple(self.steps_since),
+            "tokens_since": tuple(self.tokens_since),
+            "versions": tuple(self.versions),
+        }
 
-    def save(self) -> None:
-        self.checkpoint = self._snapshot()
-
-    def restore(self) -> None:
-        """Back to the last checkpoint (what a restarted process finds on its disk)."""
-        c = self.checkpoint
-        self.model.load_state_dict(c.model)
-        self.opt.load_state_dict(copy.deepcopy(c.optimizer))
-        self.step = c.step
-        self.steps_since = list(c.steps_since)
-        self.tokens_since = list(c.tokens_since)
-        self.versions = list(c.versions)
+    def load_counters(self, counters: Counters) -> None:
+        p = self.cfg.fragments
+        (self.step,) = counter(counters, "step", 1)
+        self.steps_since = list(counter(counters, "steps_since", p))
+        self.tokens_since = list(counter(counters, "tokens_since", p))
+        self.versions = list(counter(counters, "versions", p))
 
     def fragment_vector(self, p: int) -> np.ndarray:
         out: np.ndarray = self.fragmentation[p].gather(self.params).numpy()
@@ -332,7 +301,8 @@ class LearnerRun:
             if sent is not None:
                 self._report(sent)
             applied = self._absorb()
-            self.log.steps.append(
+            self.log.keep(
+                self.log.steps,
                 StepRecord(
                     s.rank,
                     self.life.incarnation,
@@ -344,7 +314,7 @@ class LearnerRun:
                     tokens,
                     -1 if sent is None else sent,
                     applied,
-                )
+                ),
             )
             if s.step % cfg.checkpoint_interval_steps == 0:
                 s.save()
@@ -376,27 +346,23 @@ def run_learner(
     Raises:
         Killed: killed, or stopped at the end of the job.
         LinkError: the syncer refused it or went away.
+        CheckpointError: a restart found an unreadable checkpoint.
     """
-    if life.incarnation > 0:
-        state.restore()
-        log.counts["restarts"] += 1
-    link = Uplink(
-        endpoint,
-        state.rank,
-        syncer_host,
-        cfg.learners,
-        fingerprint,
-        timeout_s=cfg.setup_timeout_s,
-    )
-    try:
+
+    def body(link: Uplink) -> None:
         run = LearnerRun(cfg, state, link, life, log, origin)
         if life.incarnation > 0:
             run.catch_up()
         run.train()
-    except LinkError:
-        life.check()  # a kill that closed the link is a kill
-        raise
-    finally:
-        link.close()
-        log.bytes_sent += link.bytes_sent
-        log.bytes_received += link.bytes_received
+
+    run_member(
+        state,
+        log,
+        life,
+        endpoint,
+        body,
+        hub_host=syncer_host,
+        hub=cfg.learners,
+        fingerprint=fingerprint,
+        timeout_s=cfg.setup_timeout_s,
+    )

@@ -12,6 +12,8 @@
   of the union of the useful steps' intervals (from a step's start to the end of the wait
   for its due merges; for data parallel, to its round's commit) ÷ wall time. Time when every
   learner is down, paused, or doing work that will be lost does not count.
+* **Longest stall**: the longest stretch, from the job's first useful step to its end, in
+  which no useful step ran (the global model stood still).
 * **Tokens merged**: what the global model has taken in. A Decoupled DiLoCo report counts
   its tokens for one fragment, 1/P of the model: Σ over merges of the reports' tokens ÷ P
   (steps lost in a kill, or overwritten in the overlap, do not count). Elastic data
@@ -60,6 +62,19 @@ def union_s(intervals: Iterable[tuple[float, float]]) -> float:
             total += b - end
             end = b
     return total
+
+
+def longest_gap_s(intervals: Iterable[tuple[float, float]], end_s: float) -> float:
+    """The longest stretch from the first interval's start to ``end_s`` that no interval
+    covers (0 without intervals)."""
+    spans = sorted((a, b) for a, b in intervals if b > a)
+    if not spans:
+        return 0.0
+    longest, reach = 0.0, spans[0][1]
+    for a, b in spans[1:]:
+        longest = max(longest, a - reach)
+        reach = max(reach, b)
+    return max(longest, end_s - reach)
 
 
 def goodput(work: Sequence[Work], members: int, wall_s: float) -> float:
@@ -175,6 +190,7 @@ class Summary:
     down_s: float  # killed until restarted, summed over members
     paused_s: float
     final_val_loss: float
+    longest_stall_s: float = 0.0
 
 
 def summarize(
@@ -203,6 +219,7 @@ def summarize(
         down_s,
         paused_s,
         final_val_loss,
+        longest_gap_s(((max(0.0, w.start_at_s), min(wall_s, w.end_at_s)) for w in useful), wall_s),
     )
 
 

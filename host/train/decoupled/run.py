@@ -55,7 +55,7 @@ from host.train.decoupled.elastic import (
 from host.train.decoupled.errors import ConfigError, RunFailed
 from host.train.decoupled.fragments import Fragmentation, fragment_model
 from host.train.decoupled.learner import LearnerLog, LearnerState, StepRecord, run_learner
-from host.train.decoupled.link import Hub
+from host.train.decoupled.link import Hub, Refusal
 from host.train.decoupled.process import Slot
 from host.train.decoupled.syncer import EvalPoint, LivenessEvent, MergeRecord, Syncer, SyncerCore
 from host.train.diloco.run import cluster_for, mrc_for
@@ -197,6 +197,63 @@ def _intervals(slots: Sequence[Slot], kind: str) -> float:
     return sum(i.end_s - i.start_s for s in slots for i in s.intervals if i.kind == kind)
 
 
+@dataclass
+class _Ran:
+    """What :func:`_run_members` leaves for the job's result."""
+
+    wall_s: float
+    slots: list[Slot]
+    applied: tuple[Applied, ...]
+    hub_refused: Counter[Refusal]
+
+
+def _run_members(
+    cl: EmuCluster,
+    members: int,
+    fingerprint: bytes,
+    serve: Callable[[Hub], Callable[[threading.Event], None]],
+    bodies: Sequence[Callable[..., None]],
+    *,
+    hub_name: str,
+    member_name: str,
+    chaos: Schedule | None,
+    max_wall_s: float,
+    origin: float,
+) -> _Ran:
+    """The hub on host ``members`` (``serve(hub)`` gives its loop, run in a thread until the
+    members are done), member r a slot running ``bodies[r]`` on host r, under ``chaos``.
+
+    Raises:
+        RunFailed: a member or the hub failed with an error of its own.
+    """
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    with Hub(cl.endpoints[members], members, {r: r for r in range(members)}, fingerprint) as hub:
+        loop = serve(hub)
+
+        def run_hub() -> None:
+            try:
+                loop(stop)
+            except BaseException as e:  # re-raised by the main thread
+                errors.append(e)
+
+        server = threading.Thread(target=run_hub, name=hub_name)
+        server.start()
+        slots = [
+            Slot(f"{member_name}-{r}", partial(body, endpoint=cl.endpoints[r]))
+            for r, body in enumerate(bodies)
+        ]
+        harness = _Harness(cl, slots, chaos)
+        try:
+            wall = harness.run(origin, max_wall_s)
+        finally:
+            stop.set()
+            server.join(JOIN_S)
+        if errors:
+            raise RunFailed(f"{hub_name}: {type(errors[0]).__name__}: {errors[0]}") from errors[0]
+        return _Ran(wall, slots, tuple(harness.applied), Counter(hub.refused))
+
+
 # -- Decoupled DiLoCo ---------------------------------------------------------------------------
 
 
@@ -280,44 +337,30 @@ def _run_decoupled(cfg: DecoupledConfig, cl: EmuCluster, chaos: Schedule | None)
     tokens_per_step = int(ref_task.run.batch(0)[1].numel())
     origin = time.monotonic()
     core = SyncerCore(cfg, fragmentation, list(model.parameters()), tokens_per_step, now=0.0)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    with Hub(cl.endpoints[m], m, {r: r for r in range(m)}, fp) as hub:
-        syncer = Syncer(core, hub, ref_task, origin=origin)
+    servers: list[Syncer] = []
 
-        def serve() -> None:
-            try:
-                syncer.run(stop)
-            except BaseException as e:  # re-raised by the main thread
-                errors.append(e)
+    def serve(hub: Hub) -> Callable[[threading.Event], None]:
+        servers.append(Syncer(core, hub, ref_task, origin=origin))
+        return servers[0].run
 
-        server = threading.Thread(target=serve, name="syncer")
-        server.start()
-        slots = [
-            Slot(
-                f"learner-{r}",
-                partial(
-                    run_learner,
-                    cfg,
-                    states[r],
-                    logs[r],
-                    endpoint=cl.endpoints[r],
-                    syncer_host=m,
-                    fingerprint=fp,
-                    origin=origin,
-                ),
-            )
-            for r in range(m)
-        ]
-        harness = _Harness(cl, slots, chaos)
-        try:
-            wall = harness.run(origin, cfg.max_wall_s)
-        finally:
-            stop.set()
-            server.join(JOIN_S)
-        if errors:
-            raise RunFailed(f"syncer: {type(errors[0]).__name__}: {errors[0]}") from errors[0]
-        refused = Counter({r.value: n for r, n in (core.refused + hub.refused).items()})
+    bodies = [
+        partial(run_learner, cfg, states[r], logs[r], syncer_host=m, fingerprint=fp, origin=origin)
+        for r in range(m)
+    ]
+    ran = _run_members(
+        cl,
+        m,
+        fp,
+        serve,
+        bodies,
+        hub_name="syncer",
+        member_name="learner",
+        chaos=chaos,
+        max_wall_s=cfg.max_wall_s,
+        origin=origin,
+    )
+    syncer, slots, wall = servers[0], ran.slots, ran.wall_s
+    refused = Counter({r.value: n for r, n in (core.refused + ran.hub_refused).items()})
     steps = tuple(
         sorted((s for log in logs for s in log.steps), key=lambda s: (s.start_at_s, s.learner))
     )
@@ -354,7 +397,7 @@ def _run_decoupled(cfg: DecoupledConfig, cl: EmuCluster, chaos: Schedule | None)
         tuple(s.incarnation + 1 for s in slots),
         fragmentation,
         summary,
-        tuple(harness.applied),
+        ran.applied,
         get_flat(model).numpy(),
         tuple(get_flat(st.model).numpy() for st in states),
     )
@@ -428,44 +471,32 @@ def _run_elastic(cfg: ElasticConfig, cl: EmuCluster, chaos: Schedule | None) -> 
     tokens_per_step = int(bind(cfg.reference(), 0).run.batch(0)[1].numel())
     core = CoordinatorCore(cfg, tokens_per_step)
     origin = time.monotonic()
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    with Hub(cl.endpoints[n], n, {r: r for r in range(n)}, fp) as hub:
-        coordinator = Coordinator(core, hub, origin=origin)
+    servers: list[Coordinator] = []
 
-        def serve() -> None:
-            try:
-                coordinator.run(stop)
-            except BaseException as e:  # re-raised by the main thread
-                errors.append(e)
+    def serve(hub: Hub) -> Callable[[threading.Event], None]:
+        servers.append(Coordinator(core, hub, origin=origin))
+        return servers[0].run
 
-        server = threading.Thread(target=serve, name="coordinator")
-        server.start()
-        slots = [
-            Slot(
-                f"worker-{r}",
-                partial(
-                    run_worker,
-                    cfg,
-                    states[r],
-                    logs[r],
-                    endpoint=cl.endpoints[r],
-                    coordinator_host=n,
-                    fingerprint=fp,
-                    origin=origin,
-                ),
-            )
-            for r in range(n)
-        ]
-        harness = _Harness(cl, slots, chaos)
-        try:
-            wall = harness.run(origin, cfg.max_wall_s)
-        finally:
-            stop.set()
-            server.join(JOIN_S)
-        if errors:
-            raise RunFailed(f"coordinator: {type(errors[0]).__name__}: {errors[0]}") from errors[0]
-        refused = Counter({r.value: x for r, x in (core.refused + hub.refused).items()})
+    bodies = [
+        partial(
+            run_worker, cfg, states[r], logs[r], coordinator_host=n, fingerprint=fp, origin=origin
+        )
+        for r in range(n)
+    ]
+    ran = _run_members(
+        cl,
+        n,
+        fp,
+        serve,
+        bodies,
+        hub_name="coordinator",
+        member_name="worker",
+        chaos=chaos,
+        max_wall_s=cfg.max_wall_s,
+        origin=origin,
+    )
+    coordinator, slots, wall = servers[0], ran.slots, ran.wall_s
+    refused = Counter({r.value: x for r, x in (core.refused + ran.hub_refused).items()})
     attempts = tuple(
         sorted((a for log in logs for a in log.attempts), key=lambda a: (a.start_at_s, a.worker))
     )
@@ -499,7 +530,7 @@ def _run_elastic(cfg: ElasticConfig, cl: EmuCluster, chaos: Schedule | None) -> 
         dict(counts),
         tuple(s.incarnation + 1 for s in slots),
         summary,
-        tuple(harness.applied),
+        ran.applied,
         tuple(get_flat(st.model).numpy() for st in states),
     )
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from host.train.decoupled.config import MAX_INCARNATIONS, DecoupledConfig
+from host.train.decoupled.config import MAX_INCARNATIONS, Anchor, DecoupledConfig
 from host.train.decoupled.fragments import Fragmentation
 from host.train.decoupled.grace import GraceWindow, Timing
 from host.train.decoupled.link import POLL_S, Hub, Inbound, Refusal
@@ -154,6 +154,8 @@ class SyncerCore:
         self.tokens_per_step = tokens_per_step
         self.theta = [f.gather(initial).clone() for f in fragmentation.fragments]
         self.versions = [0] * len(fragmentation)
+        self.history: list[dict[int, torch.Tensor]] = [{0: t} for t in self.theta]
+        """Per fragment: version → Θ_p of that version (the last ``history_versions``)."""
         self.outer = [OuterOptimizer(cfg.outer) for _ in fragmentation.fragments]
         self.masks = [f.direct_mask() for f in fragmentation.fragments]
         self.grace = GraceWindow(cfg.syncer.grace, cfg.overlap_steps)
@@ -289,17 +291,39 @@ class SyncerCore:
                 out += self._merge(now, p, len(live))
         return out
 
+    def anchor_of(self, p: int, base_version: int) -> np.ndarray:
+        """What a report of fragment ``p`` based on ``base_version`` is anchored at
+        (:data:`ANCHORS`)."""
+        return ANCHORS[self.cfg.syncer.anchor](self, p, base_version)
+
+    def _base_anchor(self, p: int, base_version: int) -> np.ndarray:
+        kept = self.history[p].get(base_version)
+        if kept is None:
+            self.counts["anchor_evicted"] += 1
+            return self.theta[p].numpy()
+        return kept.numpy()
+
+    def _keep(self, p: int) -> None:
+        """Θ_p's current version into the history (the oldest beyond the limit out)."""
+        h = self.history[p]
+        h[self.versions[p]] = self.theta[p]
+        while len(h) > self.cfg.syncer.history_versions:
+            del h[min(h)]
+
     def _merge(self, now: float, p: int, live: int) -> list[Send]:
         r = self.rounds.pop(p)
         reports = [r.reports[m] for m in sorted(r.reports)]
         anchor = self.theta[p]
-        deltas = np.stack([anchor.numpy() - rep.vector for rep in reports])
+        deltas = np.stack([self.anchor_of(p, rep.base_version) - rep.vector for rep in reports])
         w = merge_weights(
             self.cfg.syncer.weighting, [x.steps for x in reports], [x.tokens for x in reports]
         )
         delta = combine(self.cfg.syncer.averaging, deltas, w, self.masks[p])
+        if self.cfg.syncer.share_scaled:
+            delta *= len(reports) / max(live, len(reports))
         self.theta[p] = self.outer[p].step(anchor, torch.from_numpy(delta))
         self.versions[p] += 1
+        self._keep(p)
         tokens = sum(x.tokens for x in reports)
         self.fragment_tokens += tokens
         assert r.quorum_at is not None
@@ -362,6 +386,12 @@ class SyncerCore:
         for f, theta in zip(self.fragmentation.fragments, self.theta):
             f.scatter(params, theta)
 
+
+ANCHORS: dict[Anchor, Callable[[SyncerCore, int, int], np.ndarray]] = {
+    Anchor.CURRENT: lambda s, p, base: s.theta[p].numpy(),
+    Anchor.BASE: SyncerCore._base_anchor,
+}
+"""Per anchor: (core, fragment, the report's base version) → the vector Δ is taken from."""
 
 RECEIVERS: dict[MessageKind, Callable[[SyncerCore, float, int, TensorMessage], list[Send]]] = {
     MessageKind.HELLO: SyncerCore._hello,
