@@ -156,16 +156,17 @@ def summary(
         "",
         f"DBLP over MRC on the {network}: digits MLP, 3 workers + 1 parameter server, "
         f"{len(seeds)} seed(s); latency = slowest worker's first send -> last byte of the average",
+        "mean ± 95 % CI half-width over seeds" if len(seeds) > 1 else "one seed",
     ]
-    header = f"{'':44}" + "".join(f"{p.value:>26}" for p in policies)
+    header = f"{'':44}" + "".join(f"{p.value:>20}" for p in policies)
     lines.append(header)
 
     def row(label: str, value: Callable[[JobResult], float], fmt: str) -> str:
         cells = []
         for pol in policies:
             vals = [value(results[(TASK, pol, s)]) for s in seeds if (TASK, pol, s) in results]
-            cells.append(summarize(vals).format(fmt))
-        return f"{label:<44}" + "".join(f"{c:>26}" for c in cells)
+            cells.append(summarize(vals).short(fmt))
+        return f"{label:<44}" + "".join(f"{c:>20}" for c in cells)
 
     def burst_ms(res: JobResult) -> float:
         return next(r.latency_ms for r in res.rows() if r.burst_loss_pct > 0)

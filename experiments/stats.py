@@ -55,6 +55,15 @@ class Summary:
         hw = fmt.lstrip("+ ")
         return f"{self.mean:{fmt}}{unit} ± {self.half_width:{hw}}{unit} (95 % CI, n={self.n})"
 
+    def short(self, fmt: str = ".2f", unit: str = "") -> str:
+        """``mean ± half-width unit`` for a table cell whose header names the interval; one
+        sample: just the value."""
+        if self.n == 0:
+            return "n/a"
+        if self.n == 1 or math.isnan(self.half_width):
+            return f"{self.mean:{fmt}}{unit}"
+        return f"{self.mean:{fmt}}{unit} ± {self.half_width:{fmt.lstrip('+ ')}}{unit}"
+
     def row(self, prefix: str = "") -> dict[str, float | int]:
         """The CSV columns of this summary (``<prefix>mean``, ``sd``, ``ci_low``, ...)."""
         return {

@@ -134,3 +134,10 @@ def test_a_summary_round_trips_through_a_csv_row() -> None:
     assert back.n == 3
     assert (back.mean, back.ci_low, back.ci_high) == pytest.approx((s.mean, s.ci_low, s.ci_high))
     assert Summary.from_row({}).n == 0
+
+
+def test_a_short_cell_is_the_mean_and_half_width_only() -> None:
+    s = summarize([1.0, 2.0, 3.0])
+    assert s.short(".1f", " s") == f"2.0 s ± {s.half_width:.1f} s"
+    assert "CI" not in s.short() and summarize([4.0]).short(".2f") == "4.00"
+    assert summarize([]).short() == "n/a"
