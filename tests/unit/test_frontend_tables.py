@@ -16,6 +16,7 @@ from switch.compile import compile_source
 from switch.compile.codegen import CodeGen, ExternEmitters
 from switch.compile.codegen import calls as gen_calls
 from switch.compile.codegen import expressions as gen_exprs
+from switch.compile.codegen import places as gen_places
 from switch.compile.codegen import statements as gen_stmts
 from switch.compile.elaborate import Elaborated, elaborate
 from switch.compile.v1model_externs import EXTERN_FUNCTIONS, EXTERN_METHODS
@@ -139,7 +140,7 @@ def test_folding_rows_are_expression_nodes() -> None:
 
 
 def test_what_the_checker_lets_be_assigned_the_generator_can_assign() -> None:
-    assert set(check_lvalues.LVALUES) == set(gen_stmts.ASSIGN_TARGETS)
+    assert set(check_lvalues.LVALUES) == set(gen_places.PLACES)
 
 
 # -- the compile driver's plumbing ---------------------------------------------------------------

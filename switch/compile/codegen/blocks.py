@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from switch.compile.codegen.callables import FnCtx, action_fn, emit_function
-from switch.compile.codegen.calls import arg_value, scalar_outs
+from switch.compile.codegen.calls import bind_args, invoke
 from switch.compile.codegen.classes import is_composite
 from switch.compile.codegen.emitter import Emitter, mask, tuple_code
 from switch.compile.elaborate import BlockInst, TableInst
@@ -284,7 +284,7 @@ def _action_wrapper(
     e = Emitter(1)
     info = ref.call_info
     assert info is not None
-    args = [arg_value(gen, p, pt, a) for p, pt, a in zip(info.params, info.param_types, info.args)]
+    args, outs = bind_args(gen, info, gen.effects.globals_reached(adecl))
     dnames = [f"d{j}" for j in range(len(data_params))]
     for p, dn in zip(data_params, dnames):
         pt = p.sym.type
@@ -295,15 +295,17 @@ def _action_wrapper(
         else:
             args.append(dn)
     gen.flush(e)
-    outs = scalar_outs(info)
-    call = f"{fn}({', '.join(args)})"
-    if outs:
-        e.line(f"_r = {call}")
-        for j, (_p, a) in enumerate(outs):
-            assert a is not None
-            gen.g_assign(a, f"_r[{j}]", e)
-    else:
-        e.line(call)
+    scalars = [o for o in outs if o.temp is None]
+    position = {id(o): k for k, o in enumerate(scalars)}
+    invoke(
+        gen,
+        f"{fn}({', '.join(args)})",
+        outs,
+        lambda o: f"_r[{position[id(o)]}]",
+        "_r" if scalars else None,
+        gen.effects.may_exit(adecl),
+        e,
+    )
     emit_function(gen, f"{name}({', '.join(dnames)})", e)
     gen.fn, gen.pre = saved
     return name

@@ -2,7 +2,8 @@
 
 An action declared in a control is generated once per control instance (it reaches that
 instance's globals); a top-level action or a function once per program. Scalar ``out`` and
-``inout`` parameters are returned as a tuple (after the return value of a function).
+``inout`` parameters are returned as a tuple (after the return value of a function), and
+attached to the ``_ExitSignal`` as ``outs`` when the body may ``exit``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def action_fn(gen: CodeGen, decl: ast.ActionDecl) -> str:
         name = gen.callable_name("A", decl)
     if name not in gen.generated_actions:
         gen.generated_actions.add(name)
-        _gen_callable(gen, name, decl.params, decl.body, "action", False, owner)
+        _gen_callable(gen, name, decl.params, decl.body, "action", False, owner, decl)
     return name
 
 
@@ -51,7 +52,7 @@ def function_fn(gen: CodeGen, decl: ast.FunctionDecl) -> str:
     if id(decl) not in gen.generated_functions:
         gen.generated_functions.add(id(decl))
         has_ret = decl.ret_type is not T.VOID
-        _gen_callable(gen, name, decl.params, decl.body, "function", has_ret, None)
+        _gen_callable(gen, name, decl.params, decl.body, "function", has_ret, None, decl)
     return name
 
 
@@ -63,6 +64,7 @@ def _gen_callable(
     kind: str,
     has_ret: bool,
     inst: BlockInst | None,
+    decl: ast.ActionDecl | ast.FunctionDecl,
 ) -> None:
     saved = (gen.inst, gen.fn, gen.pre)
     gen.inst = inst
@@ -75,9 +77,24 @@ def _gen_callable(
     gen.pre = []
     e = Emitter(1)
     for p in params:
-        if p.direction == "out" and not is_composite(p.sym.type):
+        if p.direction != "out":
+            continue
+        if is_composite(p.sym.type):
+            # an `out` header, union or stack starts invalid (P4-16 "Calling convention")
+            e.line(f"{p.sym.pyname}._set({gen.class_of(p.sym.type)}())")
+        else:
             e.line(f"{p.sym.pyname} = {default_value(p.sym.type, gen)}")
+    guard = bool(outs) and gen.effects.may_exit(decl)
+    if guard:
+        # on `exit` the caller still copies the outs back: hand them over with the signal
+        e.line("try:")
+        e.indent()
     gen.g_block(body.stmts, e)
+    if guard:
+        e.dedent()
+        e.line("except _ExitSignal as _x:")
+        e.line("    _x.outs = " + tuple_code((["None"] if has_ret else []) + outs))
+        e.line("    raise")
     if outs:
         e.line("return " + tuple_code(outs))
     emit_function(gen, f"{name}({', '.join(p.sym.pyname for p in params)})", e)

@@ -3,17 +3,21 @@
 Extern functions and extern object methods are the architecture's: their rows look the callee
 up in the :class:`~switch.compile.codegen.generator.ExternEmitters` the compile driver gave the
 generator. Actions and functions are Python functions (generated on first call); their scalar
-``out``/``inout`` arguments come back as a tuple that the caller writes back.
+``out``/``inout`` arguments come back as a tuple that the caller writes back (:func:`bind_args`
+and :func:`invoke` implement the calling convention for every kind of call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from switch.compile.codegen.callables import action_fn, function_fn
 from switch.compile.codegen.classes import default_value, flat_fields, is_composite
+from switch.compile.codegen.effects import overlap, root_symbol, storage_path
 from switch.compile.codegen.emitter import Emitter, mask
+from switch.compile.codegen.places import Place, saved_object
 from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
@@ -32,28 +36,42 @@ def _header_method(
     gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
 ) -> str | None:
     target = info.target
-    h = gen.g_expr(target)
+    union = _union_of(target)
+    if union is not None:
+        u = saved_object(gen, union)
+        assert isinstance(target, ast.Member)
+        h = f"{u}.f_{target.name}"
+    else:
+        h = gen.g_expr(target)
     if info.name == "isValid":
         return f"{h}._v"
     if info.name == "setValid":
-        union_siblings_invalidate(gen, target, out)
+        if union is not None:
+            _invalidate_siblings(u, union, h, out)
         out.line(f"{h}._v = True")
     else:
         out.line(f"{h}._v = False")
     return None
 
 
-def union_siblings_invalidate(gen: CodeGen, target: ast.Expr, out: Emitter) -> None:
-    """Making a member of a header union valid makes the other members invalid."""
+def _union_of(target: ast.Expr) -> ast.Expr | None:
+    """The header union ``target`` is a member of, if it is one."""
     if (
         isinstance(target, ast.Member)
         and isinstance(target.expr.type, T.StructLikeT)
-        and (target.expr.type.kind == "header_union")
+        and target.expr.type.kind == "header_union"
     ):
-        u = gen.g_expr(target.expr)
-        for n in target.expr.type.fields:
-            if n != target.name:
-                out.line(f"{u}.f_{n}._v = False")
+        return target.expr
+    return None
+
+
+def _invalidate_siblings(u: str, union: ast.Expr, member: str, out: Emitter) -> None:
+    """Making a member of a header union valid makes the other members invalid."""
+    ut = union.type
+    assert isinstance(ut, T.StructLikeT)
+    for n in ut.fields:
+        if f"{u}.f_{n}" != member:
+            out.line(f"{u}.f_{n}._v = False")
 
 
 def _stack_method(
@@ -92,24 +110,125 @@ def arg_value(gen: CodeGen, p: ast.Param, pt: T.Type | None, a: ast.Expr | None)
     return v
 
 
-def _ordered_args(gen: CodeGen, info: CallInfo) -> list[str]:
-    """Argument values, left to right: an `in` argument keeps its value from before the
-    side effects (calls with out/inout arguments) of the arguments after it."""
-    args: list[str] = []
-    for p, pt, a in zip(info.params, info.param_types, info.args):
+@dataclass(frozen=True)
+class CopyOut:
+    """An ``out``/``inout`` argument to copy back after the call: its saved l-value, and the
+    temporary passed in its place (None for a scalar, which the callee returns)."""
+
+    place: Place
+    param: ast.Param
+    temp: str | None
+
+
+def _is_literal(code: str) -> bool:
+    return code.lstrip("-").isdigit() or code in ("True", "False")
+
+
+def _is_packet(pt: T.Type | None) -> bool:
+    return isinstance(pt, T.ExternT) and pt.decl.name in ("packet_in", "packet_out")
+
+
+def bind_args(
+    gen: CodeGen, info: CallInfo, reached: frozenset[int]
+) -> tuple[list[str], list[CopyOut]]:
+    """The P4-16 calling convention up to the call ("Calling convention: call by copy in /
+    copy out"): arguments evaluated left to right, the l-value of each ``out``/``inout``
+    argument saved before the next argument is evaluated, values read before the side effects
+    of later arguments. Returns the code passed for each parameter and what to copy back, in
+    parameter order.
+
+    A composite ``out``/``inout`` argument is passed by reference (the callee updates it in
+    place) unless that could differ from copy-in/copy-out: when the callee names the same
+    storage (``reached``: the control-level symbols it uses), when another such argument shares
+    its storage, or when a later argument has side effects. Then a copy is passed and copied
+    back after the call.
+    """
+    triples = list(zip(info.params, info.param_types, info.args))
+    # the storage of every out/inout argument, to find arguments that share it
+    paths = {
+        i: storage_path(a)
+        for i, (p, _pt, a) in enumerate(triples)
+        if a is not None and p.direction in ("out", "inout")
+    }
+    evaluated: list[tuple[str, list[str], Place | None, bool]] = []
+    for i, (p, pt, a) in enumerate(triples):
         saved = gen.pre
         gen.pre = []
-        v = arg_value(gen, p, pt, a)
+        place: Place | None = None
+        copy = False
+        if _is_packet(pt):
+            v = gen.fn.pkt
+        elif p.direction in ("out", "inout") and a is not None:
+            place = gen.g_place(a)
+            if is_composite(pt):
+                r = root_symbol(a)
+                copy = (
+                    r is None
+                    or id(r) in reached
+                    or any(j != i and overlap(paths[i], q) for j, q in paths.items())
+                )
+                v = place.read
+            else:
+                v = place.read if p.direction == "inout" else default_value(pt, gen)
+        else:
+            v = arg_value(gen, p, pt, a)
         effects, gen.pre = gen.pre, saved
-        if effects:
-            for i, (q, prev) in enumerate(zip(info.params, args)):
-                if q.direction in ("", "in"):
-                    keep = gen.tmp("a")
-                    gen.pre.append(f"{keep} = {prev}")
-                    args[i] = keep
-            gen.pre.extend(effects)
-        args.append(v)
-    return args
+        evaluated.append((v, effects, place, copy))
+    values: list[str] = []
+    outs: list[CopyOut] = []
+    for i, ((p, pt, _a), (v, effects, place, copy)) in enumerate(zip(triples, evaluated)):
+        gen.pre.extend(effects)
+        later = any(ev[1] for ev in evaluated[i + 1 :])
+        if place is not None and is_composite(pt):
+            if copy or later:
+                t = gen.tmp("a")
+                init = f"{v}.copy()" if p.direction == "inout" else f"{gen.class_of(pt)}()"
+                gen.pre.append(f"{t} = {init}")
+                outs.append(CopyOut(place, p, t))
+                v = t
+        else:
+            if later and not _is_literal(v) and not _is_packet(pt):
+                t = gen.tmp("a")
+                gen.pre.append(f"{t} = {v}")
+                v = t
+            if place is not None:
+                outs.append(CopyOut(place, p, None))
+        values.append(v)
+    return values, outs
+
+
+def invoke(
+    gen: CodeGen,
+    call: str,
+    outs: list[CopyOut],
+    source: Callable[[CopyOut], str],
+    result: str | None,
+    may_exit: bool,
+    out: Emitter,
+) -> None:
+    """Emit ``call`` (assigned to ``result`` if given), then copy the ``outs`` back to their
+    saved l-values from ``source(out)``, on return and on ``exit`` alike (P4-16 "Exit
+    statement"). A callee that may exit attaches its scalar outs to the ``_ExitSignal`` as
+    ``outs``, laid out as its return value."""
+    line = f"{result} = {call}" if result else call
+    if may_exit and outs:
+        out.line("try:")
+        out.line(f"    {line}")
+        out.line("except _ExitSignal as _x:")
+        out.indent()
+        if result and any(o.temp is None for o in outs):
+            out.line(f"{result} = _x.outs")
+        _copy_back(outs, source, out)
+        out.line("raise")
+        out.dedent()
+    else:
+        out.line(line)
+    _copy_back(outs, source, out)
+
+
+def _copy_back(outs: list[CopyOut], source: Callable[[CopyOut], str], out: Emitter) -> None:
+    for o in outs:
+        o.place.write(o.temp if o.temp is not None else source(o), out)
 
 
 def scalar_outs(info: CallInfo) -> list[tuple[ast.Param, ast.Expr | None]]:
@@ -126,8 +245,7 @@ def _direct_call(
 ) -> str | None:
     decl = info.decl
     fname = action_fn(gen, decl) if info.kind is CallKind.ACTION else function_fn(gen, decl)
-    args = _ordered_args(gen, info)
-    outs = scalar_outs(info)
+    args, outs = bind_args(gen, info, gen.effects.globals_reached(decl))
     has_ret = info.kind is CallKind.FUNCTION and decl.ret_type is not T.VOID
     call = f"{fname}({', '.join(args)})"
     if not outs:
@@ -135,14 +253,22 @@ def _direct_call(
             return call
         out.line(call)
         return None
-    r = gen.tmp("r")
-    out.line(f"{r} = {call}")
+    # the callee returns (value, scalar outs...) when it has scalar outs, else its value
+    scalars = [o for o in outs if o.temp is None]
     base = 1 if has_ret else 0
-    for i, (_p, a) in enumerate(outs):
-        if a is not None:
-            gen.g_assign(a, f"{r}[{base + i}]", out)
+    position = {id(o): base + k for k, o in enumerate(scalars)}
+    r = gen.tmp("r") if scalars or has_ret else None
+    invoke(
+        gen,
+        call,
+        outs,
+        lambda o: f"{r}[{position[id(o)]}]",
+        r,
+        gen.effects.may_exit(decl),
+        out,
+    )
     if has_ret:
-        return f"{r}[0]"
+        return f"{r}[0]" if scalars else r
     return None
 
 
@@ -154,33 +280,28 @@ def _block_apply(
         raise UnsupportedError("apply of a block that is not a local instance", e.span)
     assert gen.inst is not None
     child = gen.inst.children[id(target.ref.decl)]
-    args = []
-    for p, pt, a in zip(info.params, info.param_types, info.args):
-        if isinstance(pt, T.ExternT) and pt.decl.name in ("packet_in", "packet_out"):
-            args.append(gen.fn.pkt)
-        else:
-            args.append(arg_value(gen, p, pt, a))
-    outs = scalar_outs(info)
+    args, outs = bind_args(gen, info, frozenset())
     is_parser = isinstance(child.decl, ast.ParserDecl)
     call = f"{'P_' if is_parser else 'C_'}{child.py}({', '.join(args)})"
     if is_parser:
-        if outs:
-            r = gen.tmp("r")
-            out.line(f"{r} = {call}")
-            for i, (_p, a) in enumerate(outs):
-                if a is not None:
-                    gen.g_assign(a, f"{r}[{i}]", out)
-        else:
-            out.line(call)
+        # the sub-parser returns its scalar outs
+        scalars = [o for o in outs if o.temp is None]
+        position = {id(o): k for k, o in enumerate(scalars)}
+        r = gen.tmp("r") if scalars else None
+        invoke(gen, call, outs, lambda o: f"{r}[{position[id(o)]}]", r, False, out)
         return None
-    out.line(call)
-    # the callee's own parameters (the call may go through a control *type* declaration
-    # when the instance was passed as a constructor argument)
+    # the child control's parameters are its module globals (the call may go through a
+    # control *type* declaration when the instance was passed as a constructor argument)
     own = {id(p): q for p, q in zip(info.params, child.decl.params)}
-    for p, a in outs:
-        if a is not None:
-            q = own[id(p)]
-            gen.g_assign(a, f"G_{child.py}__{q.sym.pyname}", out)
+    invoke(
+        gen,
+        call,
+        outs,
+        lambda o: f"G_{child.py}__{own[id(o.param)].sym.pyname}",
+        None,
+        gen.effects.may_exit(child.decl),
+        out,
+    )
     return None
 
 
@@ -258,7 +379,8 @@ def _emit(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None
 
 
 def emit_headers(gen: CodeGen, v: str, t: T.Type | None, out: Emitter) -> None:
-    """``packet_out.emit(v)``: append the valid headers in ``v`` (a header, stack or struct)."""
+    """``packet_out.emit(v)``: append the valid headers in ``v`` (a header, a header union, a
+    stack of either, or a struct of those), in field order."""
     pkt = gen.fn.pkt
     if isinstance(t, T.StructLikeT):
         if t.kind == "header":
@@ -268,9 +390,10 @@ def emit_headers(gen: CodeGen, v: str, t: T.Type | None, out: Emitter) -> None:
             emit_headers(gen, f"{v}.f_{n}", ft, out)
         return
     if isinstance(t, T.StackT):
-        out.line(f"for _eh in {v}.items:")
+        item = gen.tmp("eh")
+        out.line(f"for {item} in {v}.items:")
         out.indent()
-        out.line(f"if _eh._v: {pkt}.append(_eh._bytes())")
+        emit_headers(gen, item, t.elem, out)
         out.dedent()
         return
     raise UnsupportedError(
@@ -280,16 +403,36 @@ def emit_headers(gen: CodeGen, v: str, t: T.Type | None, out: Emitter) -> None:
 
 def _extract(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
     a = _arg0(info)
+    union = _union_of(a)
     if isinstance(a, ast.Member) and a.ref == StackProperty("next"):
         stack = gen.g_expr(a.expr)
         h = gen.tmp("h")
         out.line(f"{h} = _stack_next({stack}, {gen.err_code('StackOutOfBounds')})")
         _extract_into(gen, h, a.checked_type, out)
         out.line(f"{stack}.nextIndex += 1")
+    elif (
+        union is not None
+        and isinstance(union, ast.Member)
+        and union.ref == StackProperty("next")
+        and isinstance(a, ast.Member)
+    ):
+        # extract(s.next.member) of a stack of header unions: that member of the next
+        # element, then the stack advances as with a header stack
+        stack = gen.g_expr(union.expr)
+        gen.flush(out)
+        u = gen.tmp("h")
+        out.line(f"{u} = _stack_next({stack}, {gen.err_code('StackOutOfBounds')})")
+        _invalidate_siblings(u, union, f"{u}.f_{a.name}", out)
+        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out)
+        out.line(f"{stack}.nextIndex += 1")
+    elif union is not None and isinstance(a, ast.Member):
+        u = saved_object(gen, union)
+        gen.flush(out)
+        _invalidate_siblings(u, union, f"{u}.f_{a.name}", out)
+        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out)
     else:
         h = gen.g_expr(a)
         gen.flush(out)
-        union_siblings_invalidate(gen, a, out)
         _extract_into(gen, h, a.checked_type, out)
     return None
 

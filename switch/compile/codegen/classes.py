@@ -129,11 +129,19 @@ def struct_class(gen: CodeGen, name: str, t: T.StructLikeT) -> str:
     e.line("return " + tuple_code(items))
     e.dedent()
     if t.kind == "header_union":
-        e.line("@property")
-        e.line("def _v(self):")
+        # valid when a member is; making it invalid (stack push_front/pop_front, `out`
+        # initialisation) invalidates every member
+        e.line("def _get_v(self):")
         e.indent()
         e.line("return " + (" or ".join(f"self.f_{n}._v" for n, _ in fields) or "False"))
         e.dedent()
+        e.line("def _put_v(self, v):")
+        e.indent()
+        e.line("if v: raise ValueError('a header union cannot be made valid as a whole')")
+        for n, _ in fields:
+            e.line(f"self.f_{n}._v = False")
+        e.dedent()
+        e.line("_v = property(_get_v, _put_v)")
     if is_hdr:
         _header_codec(e, t)
     e.dedent()

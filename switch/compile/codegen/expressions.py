@@ -379,8 +379,26 @@ def _call(gen: CodeGen, e: ast.Call) -> str:
     return r
 
 
+def ordered(gen: CodeGen, exprs: list[ast.Expr]) -> list[str]:
+    """Code for ``exprs`` evaluated left to right: a value read before a later expression's
+    side effects (calls with out/inout arguments) is kept in a temporary first."""
+    parts = [gen.g_lazy(x) for x in exprs]
+    codes: list[str] = []
+    for i, (v, effects) in enumerate(parts):
+        gen.pre.extend(effects)
+        if any(later for _v, later in parts[i + 1 :]) and not isinstance(
+            exprs[i], (ast.IntLit, ast.BoolLit)
+        ):
+            keep = gen.tmp("l")
+            copy = ".copy()" if is_composite(exprs[i].type) else ""
+            gen.pre.append(f"{keep} = {v}{copy}")
+            v = keep
+        codes.append(v)
+    return codes
+
+
 def _list(gen: CodeGen, e: ast.ListExpr) -> str:
-    items = [gen.g_expr(i) for i in e.items]
+    items = ordered(gen, e.items)
     t = e.type
     if not isinstance(t, T.StructLikeT):
         return tuple_code(items)
@@ -403,8 +421,9 @@ def _struct_init(gen: CodeGen, e: ast.StructInit) -> str:
     gen.pre.append(f"{tmp} = {cls}()")
     if t.kind == "header":
         gen.pre.append(f"{tmp}._v = True")
-    for n, v in e.fields:
-        code = gen.g_expr(v)  # after the temporary: nested initializers number after it
+    # after the temporary: nested initializers number after it
+    codes = ordered(gen, [v for _n, v in e.fields])
+    for (n, _v), code in zip(e.fields, codes):
         if is_composite(t.fields[n]):
             gen.pre.append(f"{tmp}.f_{n}._set({code})")
         else:

@@ -7,13 +7,15 @@ in the rule tables of the other modules of this package:
 =============  ===============================================================
 ``g_expr``     :data:`~switch.compile.codegen.expressions.EXPRESSIONS`
 ``g_stmt``     :data:`~switch.compile.codegen.statements.STATEMENTS`
-``g_assign``   :data:`~switch.compile.codegen.statements.ASSIGN_TARGETS`
+``g_place``    :data:`~switch.compile.codegen.places.PLACES` (l-values, evaluated once)
 ``g_call``     :data:`~switch.compile.codegen.calls.CALLS` (by call kind); extern functions and
                methods through the :class:`ExternEmitters` the compile driver passes in
 =============  ===============================================================
 
 Expressions are generated as code strings; statements an expression needs first (calls with
-``out`` arguments, temporaries) collect in ``pre`` and are flushed before the statement.
+``out`` arguments, temporaries) collect in ``pre`` and are flushed before the statement. ``memo``
+maps an expression node already evaluated (the l-value of a compound assignment) to the code of
+its value, so that it is not evaluated a second time.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from switch.compile.codegen.blocks import gen_control, gen_parser
 from switch.compile.codegen.callables import FnCtx
 from switch.compile.codegen.calls import CALLS
 from switch.compile.codegen.classes import stack_class, struct_class
+from switch.compile.codegen.effects import Effects
 from switch.compile.codegen.emitter import Emitter, tuple_code
 from switch.compile.codegen.expressions import EXPRESSIONS
-from switch.compile.codegen.statements import ASSIGN_TARGETS, STATEMENTS
+from switch.compile.codegen.places import PLACES, Place
+from switch.compile.codegen.statements import STATEMENTS
 from switch.compile.elaborate import BlockInst, Elaborated, ExternInst, TableInst
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast, constfold
@@ -62,6 +66,8 @@ class CodeGen:
         self.inst: BlockInst | None = None  # the instance whose code is being generated
         self.fn = FnCtx("function")
         self.pre: list[str] = []
+        self.memo: dict[int, str] = {}
+        self.effects = Effects()  # id(expression) -> code of its already computed value
         self.tmp_n = 0
         self.bindings: dict[str, tuple[str, str]] = {}  # py global -> (kind, fqname)
         self.generated_actions: set[str] = set()
@@ -169,6 +175,10 @@ class CodeGen:
 
     def g_expr(self, e: ast.Expr) -> str:
         """Code for the value of ``e`` (statements it needs first go to ``pre``)."""
+        if self.memo:
+            done = self.memo.get(id(e))
+            if done is not None:
+                return done
         rule = EXPRESSIONS.get(type(e))
         if rule is None:
             raise UnsupportedError(f"expression {type(e).__name__} is not supported here", e.span)
@@ -189,15 +199,22 @@ class CodeGen:
         if len(out.lines) == n:
             out.line("pass")
 
-    def g_assign(self, lhs: ast.Expr, value: str, out: Emitter) -> None:
-        """Store the code ``value`` into the lvalue ``lhs``."""
-        if isinstance(lhs.type, (T.StructLikeT, T.StackT)):
-            out.line(f"{self.g_expr(lhs)}._set({value})")
-            return
-        rule = ASSIGN_TARGETS.get(type(lhs))
+    def g_place(self, lhs: ast.Expr) -> Place:
+        """The l-value ``lhs``, evaluated once (its binding statements go to ``pre``)."""
+        rule = PLACES.get(type(lhs))
         if rule is None:
             raise UnsupportedError(f"cannot assign to {type(lhs).__name__}", lhs.span)
-        rule(self, lhs, value, out)
+        return rule(self, lhs)
+
+    def g_assign(self, lhs: ast.Expr, value: str, out: Emitter) -> None:
+        """Store the code ``value`` into the lvalue ``lhs`` (evaluated now, into ``out``)."""
+        saved = self.pre
+        self.pre = []
+        place = self.g_place(lhs)
+        for line in self.pre:
+            out.line(line)
+        self.pre = saved
+        place.write(value, out)
 
     def g_call(self, e: ast.Call, want_value: bool, out: Emitter | None = None) -> str | None:
         """A call; returns its value's code if it has one. Without ``out`` (an expression), its

@@ -1,5 +1,5 @@
-"""Statements: one rule per node type (:data:`STATEMENTS`), and assignment per kind of target
-(:data:`ASSIGN_TARGETS`).
+"""Statements: one rule per node type (:data:`STATEMENTS`). Assignment targets are places
+(:mod:`switch.compile.codegen.places`).
 
 A rule writes lines to the :class:`~switch.compile.codegen.emitter.Emitter` it is given, after the
 statements its expressions need (``CodeGen.flush``).
@@ -11,11 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from switch.compile.codegen.classes import default_value, is_composite
-from switch.compile.codegen.emitter import Emitter, mask, tuple_code
-from switch.errors import UnsupportedError
+from switch.compile.codegen.emitter import Emitter, tuple_code
 from switch.lang import ast
 from switch.lang import types as T
-from switch.lang.symbols import StackProperty
 
 if TYPE_CHECKING:
     from switch.compile.codegen.generator import CodeGen
@@ -29,11 +27,17 @@ def _block(gen: CodeGen, s: ast.Block, out: Emitter) -> None:
 
 
 def _assign(gen: CodeGen, s: ast.Assign, out: Emitter) -> None:
-    inner = Emitter(out.level)
-    v = gen.g_expr(s.rhs)
-    gen.g_assign(s.lhs, v, inner)
+    # the left side first, to an l-value (P4-16 "Assignment statement"); a compound assignment
+    # `a op= b` is parsed as `a = a op b` sharing the node `a`, which is read from the saved
+    # l-value instead of being evaluated again
+    place = gen.g_place(s.lhs)
+    gen.memo[id(s.lhs)] = place.read
+    try:
+        v = gen.g_expr(s.rhs)
+    finally:
+        del gen.memo[id(s.lhs)]
     gen.flush(out)
-    out.lines.extend(inner.lines)
+    place.write(v, out)
 
 
 def _call(gen: CodeGen, s: ast.CallStmt, out: Emitter) -> None:
@@ -148,47 +152,3 @@ STATEMENTS: dict[type[ast.Stmt], StmtRule] = {
     ast.Empty: _nothing,
 }
 """Every statement node type: its rule."""
-
-
-# -- assignment targets ------------------------------------------------------------------------
-
-AssignRule = Callable[["CodeGen", Any, str, Emitter], None]
-"""(generator, scalar lvalue of the row's type, code of the value, output)."""
-
-
-def _to_name(gen: CodeGen, lhs: ast.Name, value: str, out: Emitter) -> None:
-    out.line(f"{gen.g_expr(lhs)} = {value}")
-
-
-def _to_field(gen: CodeGen, lhs: ast.Member, value: str, out: Emitter) -> None:
-    if isinstance(lhs.ref, StackProperty):
-        raise UnsupportedError("cannot assign a scalar to a stack property", lhs.span)
-    out.line(f"{gen.g_expr(lhs.expr)}.f_{lhs.name} = {value}")
-
-
-def _to_slice(gen: CodeGen, lhs: ast.Slice, value: str, out: Emitter) -> None:
-    hi, lo = gen.const_index(lhs.hi), gen.const_index(lhs.lo)
-    assert hi is not None and lo is not None
-    bt = lhs.expr.type
-    assert isinstance(bt, (T.BitT, T.IntT))
-    cur = gen.g_expr(lhs.expr)
-    m = mask(hi - lo + 1) << lo
-    w = bt.width
-    full = mask(w)
-    new = f"(({cur} & {full ^ m}) | (({value}) << {lo} & {m}))"
-    if isinstance(bt, T.IntT):
-        new = f"_to_signed(({cur} & {full ^ m}) | (({value}) << {lo} & {m}), {w})"
-    gen.g_assign(lhs.expr, new, out)
-
-
-def _to_element(gen: CodeGen, lhs: ast.Index, value: str, out: Emitter) -> None:
-    raise UnsupportedError("assigning a scalar to a stack element", lhs.span)
-
-
-ASSIGN_TARGETS: dict[type[ast.Expr], AssignRule] = {
-    ast.Name: _to_name,
-    ast.Member: _to_field,
-    ast.Slice: _to_slice,
-    ast.Index: _to_element,
-}
-"""Lvalues of scalar type (composite ones are assigned in place with ``_set``)."""
