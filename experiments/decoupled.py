@@ -50,6 +50,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from experiments.cli_common import (
+    add_network_option,
+    add_output_options,
+    add_seed_options,
+    choose_network,
+    main_csv,
+    plot_only,
+    print_error,
+    run_or_report,
+    wrote,
+)
 from experiments.decoupled_fabric import FabricJob, JobsError, SlotPool, count_events, run_job
 from experiments.decoupled_figures import (
     CURVE_COLUMNS,
@@ -60,13 +71,11 @@ from experiments.decoupled_figures import (
     RunResult,
     curve_rows,
     plot,
-    read_rows,
     report,
     run_row,
-    write_csv,
     write_summary,
 )
-from experiments.fabric_job import fabric_available
+from experiments.outputs import read_rows, write_csv
 from host.linkemu import LinkProfile
 from host.train.decoupled.chaos import Schedule, schedule
 from host.train.decoupled.config import (
@@ -86,6 +95,7 @@ from host.train.diloco.config import TASK_NAMES, OuterConfig
 from host.train.diloco.errors import ConfigError as AnyConfigError
 from topologies.model import FabricSpec
 
+CSV_NAME = "decoupled.csv"
 FABRIC_HOSTS = FabricSpec().leaves * FabricSpec().hosts_per_leaf
 MAX_SLOTS_PER_HOST = 4
 """Members per host at most (every slot is a process with its own MRC endpoint)."""
@@ -560,17 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m experiments.decoupled", description=__doc__.split("\n\n")[0]
     )
     d = Settings()
-    ap.add_argument(
-        "--network",
-        choices=("auto", "fabric", "emu"),
-        default="auto",
-        help="auto: the fabric when this machine can run it (root, Mininet), else the emulator",
-    )
+    add_network_option(ap)
     ap.add_argument(
         "--quick", action="store_true", help="one short chaos run of M = 2 and elastic DP"
     )
-    ap.add_argument("--seeds", type=int, default=None, help=f"seeds per cell (default {d.seeds})")
-    ap.add_argument("--first-seed", type=int, default=d.first_seed)
+    add_seed_options(ap, d.seeds, d.first_seed)
     ap.add_argument(
         "--learners", default=None, help="M of Decoupled DiLoCo, comma-separated (default 2,4)"
     )
@@ -595,10 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"default {d.outer_momentum:g} (Nesterov when > 0)",
     )
-    ap.add_argument("--wait-s", type=float, default=0.0, help="wait for another fabric to stop")
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--out", default=None, help="the main CSV (default <results>/decoupled.csv)")
-    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
+    add_output_options(ap, CSV_NAME)
     return ap
 
 
@@ -633,28 +634,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results = pathlib.Path(args.results)
-    where = Outputs(pathlib.Path(args.out) if args.out else results / "decoupled.csv")
+    where = Outputs(main_csv(args, CSV_NAME))
     if args.plot_only:
-        if not where.out.exists() or not where.curve.exists():
-            print(
-                f"error: no {where.out} and {where.curve} to plot (run the experiment first)",
-                file=sys.stderr,
-            )
-            return 1
-        print(report(read_rows(where.out), read_rows(where.curve)))
-        print(f"wrote {plot(where)}")
-        return 0
-    network = args.network
-    if network == "auto":
-        why = fabric_available()
-        network = "fabric" if why is None else "emu"
-        if why is not None:
-            print(f"note: {why}; running on the in-process emulated fabric (--network emu)")
+        return plot_only(
+            [where.out, where.curve],
+            lambda: report(read_rows(where.out), read_rows(where.curve)),
+            lambda: plot(where),
+        )
+    network = choose_network(args.network)
     try:
         s = settings_from(args)
         plan = check_plan(s, network)
     except AnyConfigError as e:  # this package's and the diloco settings' (outer optimizer)
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 2
     open_runner = (
         fabric_opener(s, results, wait_s=args.wait_s, log=print)
@@ -670,28 +662,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         + f"; failure rates {', '.join(s.rates)}; seeds {s.seed_list}; {len(plan)} runs of "
         f"{s.wall_s:g} s, steps of {s.min_step_s * 1e3:g} ms"
     )
-    try:
-        outcome = run_experiment(s, network, open_runner)
-    except (ConfigError, JobsError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    outcome = run_or_report(
+        lambda: run_experiment(s, network, open_runner), (ConfigError, JobsError, OSError)
+    )
+    if outcome is None:
         return 1
-    except Exception as e:  # the fabric's own errors (busy, bring-up): named, not a traceback
-        if type(e).__module__.startswith("topologies."):
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        raise
     if not outcome.results:
-        print("error: no run finished", file=sys.stderr)
+        print_error("no run finished")
         return 1
     write_outputs(outcome, where)
     png = plot(where)
     print(report(read_rows(where.out), read_rows(where.curve)))
     for f in outcome.failed:
         print(f"FAILED: {f}")
-    print(
-        f"\nwrote {where.out}, {where.curve}, {where.summary}, {png} "
-        f"({outcome.elapsed_s / 60:.1f} min)"
-    )
+    print(wrote([where.out, where.curve, where.summary, png], outcome.elapsed_s))
     return 0 if not outcome.failed else 1
 
 

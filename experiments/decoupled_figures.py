@@ -11,7 +11,6 @@ the issue's targets (:func:`report`) and the plot (:func:`plot`), which reads th
 
 from __future__ import annotations
 
-import csv
 import math
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.stats import Summary, format_values, summarize, summary_rows, to_float
+from experiments import outputs
+from experiments.outputs import (
+    ci_bars,
+    paper_legend,
+    paper_mark,
+    read_rows,
+    save_png,
+    write_summary_csv,
+)
+from experiments.stats import Summary, format_values, summarize, to_float
 from host.train.decoupled import metrics
 
 
@@ -253,23 +261,13 @@ def with_comparisons(
 # -- outputs ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outputs:
-    """Where the experiment writes (``--out`` names the main CSV; the rest sit beside it)."""
-
-    out: pathlib.Path
+class Outputs(outputs.Outputs):
+    """Where the experiment writes: ``decoupled.csv`` (``--out``), ``decoupled_curve.csv``,
+    ``decoupled_summary.csv`` and ``decoupled.png`` beside it."""
 
     @property
     def curve(self) -> pathlib.Path:
-        return self.out.with_name(self.out.stem + "_curve.csv")
-
-    @property
-    def summary(self) -> pathlib.Path:
-        return self.out.with_name(self.out.stem + "_summary.csv")
-
-    @property
-    def png(self) -> pathlib.Path:
-        return self.out.with_suffix(".png")
+        return self.beside("_curve.csv")
 
 
 SUMMARY_FIGURES = (
@@ -288,31 +286,11 @@ SUMMARY_FIGURES = (
 SUMMARY_KEYS = ("method", "learners", "failure_rate")
 
 
-def write_csv(
-    path: pathlib.Path, columns: Sequence[str], rows: Sequence[Mapping[str, object]]
-) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow(
-                {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
-            )
-
-
-def read_rows(path: pathlib.Path) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def write_summary(
     rows: Sequence[Mapping[str, object]], curve: Sequence[Mapping[str, object]], path: pathlib.Path
 ) -> None:
     """Mean, sd and 95 % CI over seeds of every figure, per method, M and failure rate."""
-    summary = summary_rows(with_comparisons(rows, curve), SUMMARY_KEYS, SUMMARY_FIGURES, ndigits=6)
-    cols = [*SUMMARY_KEYS, "figure", "n", "mean", "sd", "ci95_low", "ci95_high", "min", "max"]
-    write_csv(path, cols, summary)
+    write_summary_csv(path, with_comparisons(rows, curve), SUMMARY_KEYS, SUMMARY_FIGURES)
 
 
 # -- the console table --------------------------------------------------------------------------
@@ -338,16 +316,6 @@ def cell(
         and int(to_float(r["learners"])) == learners
         and str(r["failure_rate"]) == rate
     )
-
-
-def _short(x: Summary, fmt: str) -> str:
-    """``mean ± half-width`` of the 95 % interval (just the mean for one seed)."""
-    if x.n == 0:
-        return "-"
-    hw = fmt.lstrip("+ ")
-    if math.isnan(x.half_width):
-        return f"{x.mean:{fmt}}"
-    return f"{x.mean:{fmt}} ± {x.half_width:{hw}}"
 
 
 FIGURES = (
@@ -390,7 +358,8 @@ def report(
             if cells[0].n == 0:
                 continue
             text = "".join(
-                f"{_short(c, fmt):>{CELL}}" for c, (_f, _t, fmt) in zip(cells, FIGURES, strict=True)
+                f"{c.short(fmt) if c.n else '-':>{CELL}}"
+                for c, (_f, _t, fmt) in zip(cells, FIGURES, strict=True)
             )
             paper = _paper(method, m, rate == order[-1])
             lines.append(f"  {label(method, m):<30}{text}   {paper}".rstrip())
@@ -494,29 +463,16 @@ def _bars(ax: object, rows: Sequence[Mapping[str, object]], fig: str, ylabel: st
     assert isinstance(ax, matplotlib.axes.Axes)
     order = rates(rows)
     gs = groups(rows)
-    width = 0.8 / max(1, len(gs))
     heavy = [r for r in order if r != "none"][-1:] or order[-1:]
     for i, (method, m) in enumerate(gs):
         cells = [cell(rows, method, m, rate, fig) for rate in order]
-        xs = [k + (i - (len(gs) - 1) / 2) * width for k in range(len(order))]
-        keep = [(x, c) for x, c in zip(xs, cells, strict=True) if c.n > 0]
-        bars = [c.error_bar() for _x, c in keep]
-        ax.bar(
-            [x for x, _c in keep],
-            [c.mean for _x, c in keep],
-            width,
-            yerr=[[b[0] for b in bars], [b[1] for b in bars]],
-            capsize=3,
-            color=_color(method, m),
-            label=label(method, m),
-        )
+        xs, width = ci_bars(ax, i, len(gs), cells, color=_color(method, m), label=label(method, m))
         if fig == "goodput" and heavy:
             paper = PAPER_GOODPUT.get((method, 0 if method == "elastic_dp" else m))
-            x = xs[order.index(heavy[0])]
             if paper is not None:
-                ax.plot([x - width / 2, x + width / 2], [paper, paper], color="black", lw=2)
+                paper_mark(ax, xs[order.index(heavy[0])], width, paper)
     if fig == "goodput":
-        ax.plot([], [], color="black", lw=2, label="paper (heaviest rate)")
+        paper_legend(ax, "paper (heaviest rate)")
     mtbf = {str(r["failure_rate"]): to_float(r["cluster_mtbf_s"]) for r in rows}
     ax.set_xticks(range(len(order)))
     ax.set_xticklabels(
@@ -585,8 +541,4 @@ def plot(where: Outputs) -> pathlib.Path:
     fig.suptitle(
         f"Decoupled DiLoCo vs elastic data parallel under chaos, on the {net}", fontsize=11
     )
-    fig.tight_layout()
-    where.png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(where.png, dpi=110)
-    plt.close(fig)
-    return where.png
+    return save_png(fig, where.png)

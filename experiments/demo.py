@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from experiments.cli_common import add_network_option, choose_network
 from experiments.fabric_job import (
     ControllerActions,
     FabricNotReady,
     FabricSession,
-    fabric_available,
     run_fabric_job,
 )
 from experiments.microburst import (
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m experiments.demo", description=__doc__.split("\n\n")[0]
     )
-    ap.add_argument("--network", choices=("auto", "emu", "fabric"), default="auto")
+    add_network_option(ap)
     ap.add_argument("--rounds", type=int, default=DEMO_ROUNDS)
     ap.add_argument("--seeds", type=int, default=1, help="seeds 1..N, each runs every policy")
     ap.add_argument(
@@ -229,12 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.monotonic()
     results_dir = pathlib.Path(args.results)
     out = results_dir / "demo"
-    network = args.network
-    if network == "auto":
-        why = fabric_available()
-        network = "fabric" if why is None else "emu"
-        if why is not None:
-            print(f"note: {why}; running the demo on the in-process emulated fabric")
+    network = choose_network(args.network, "running the demo on the in-process emulated fabric")
     results: Results = {}
     try:
         with contextlib.ExitStack() as stack:

@@ -56,6 +56,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from experiments.cli_common import (
+    add_network_option,
+    add_output_options,
+    add_seed_options,
+    choose_network,
+    main_csv,
+    plot_only,
+    print_error,
+    run_or_report,
+    wrote,
+)
 from experiments.diloco_jobs import (
     EMU_FAILURES,
     FABRIC_FAILURES,
@@ -66,7 +77,6 @@ from experiments.diloco_jobs import (
     Jobs,
     JobsError,
 )
-from experiments.fabric_job import fabric_available
 from experiments.gossip_figures import (
     FAILURE_COLUMNS,
     METHODS,
@@ -78,13 +88,12 @@ from experiments.gossip_figures import (
     failure_line,
     failure_rows,
     plot,
-    read_rows,
     report,
     round_rows,
     run_row,
-    write_csv,
     write_summary,
 )
+from experiments.outputs import read_rows, write_csv
 from experiments.stats import to_float
 from host.train.diloco import metrics
 from host.train.diloco.config import (
@@ -97,6 +106,7 @@ from host.train.diloco.run import PAPER_RATIOS
 from host.train.diloco.task import bind
 from topologies.model import FabricSpec
 
+CSV_NAME = "gossip.csv"
 MIDRUN_WAIT_S = 3600.0
 """How long a bring-up after the experiment's first waits for another fabric to go away."""
 FABRIC_HOSTS = FabricSpec().leaves * FabricSpec().hosts_per_leaf
@@ -535,16 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m experiments.gossip", description=__doc__.split("\n\n")[0]
     )
     d = Settings()
-    ap.add_argument(
-        "--network",
-        choices=("auto", "fabric", "emu"),
-        default="auto",
-        help="auto: the fabric when this machine can run it (root, Mininet), else the emulator",
-    )
+    add_network_option(ap)
     ap.add_argument("--quick", action="store_true", help="every part once, short (~2 min)")
     ap.add_argument("--task", default=None, help=f"the task (default {d.task})")
-    ap.add_argument("--seeds", type=int, default=None, help=f"seeds per cell (default {d.seeds})")
-    ap.add_argument("--first-seed", type=int, default=d.first_seed)
+    add_seed_options(ap, d.seeds, d.first_seed)
     ap.add_argument("--rounds", type=int, default=None, help=f"T (default {d.rounds})")
     ap.add_argument("--inner-steps", type=int, default=None, help=f"H (default {d.inner_steps})")
     ap.add_argument("--workers", type=int, default=None, help=f"M (default {d.workers})")
@@ -561,11 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(every plane), none (default: host on the fabric, outage on the emulator)",
     )
     ap.add_argument("--start-mbps", type=float, default=None, help="link rate of the first probe")
-    ap.add_argument("--wait-s", type=float, default=0.0, help="wait for another fabric to stop")
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--out", default=None, help="the main CSV (default <results>/gossip.csv)")
     ap.add_argument("--verbose", action="store_true", help="a line per round")
-    ap.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
+    add_output_options(ap, CSV_NAME)
     return ap
 
 
@@ -596,27 +597,21 @@ def settings_from(args: argparse.Namespace, network: str) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results = pathlib.Path(args.results)
-    where = Outputs(pathlib.Path(args.out) if args.out else results / "gossip.csv")
+    where = Outputs(main_csv(args, CSV_NAME))
     if args.plot_only:
-        if not where.out.exists():
-            print(f"error: no {where.out} to plot (run the experiment first)", file=sys.stderr)
-            return 1
-        print(
-            report(read_rows(where.out), read_rows(where.failure) if where.failure.exists() else [])
+        return plot_only(
+            [where.out],
+            lambda: report(
+                read_rows(where.out), read_rows(where.failure) if where.failure.exists() else []
+            ),
+            lambda: plot(where),
         )
-        print(f"wrote {plot(where)}")
-        return 0
-    network = args.network
-    if network == "auto":
-        why = fabric_available()
-        network = "fabric" if why is None else "emu"
-        if why is not None:
-            print(f"note: {why}; running on the in-process emulated fabric (--network emu)")
+    network = choose_network(args.network)
     try:
         s = settings_from(args, network)
         check_plan(s, network)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_error(e)
         return 2
     rounds_log = print if args.verbose else None
     open_jobs = (
@@ -629,27 +624,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"T = {s.rounds} (DP: {s.dp_rounds} rounds of {s.dp_inner_steps} steps), seeds "
         f"{s.seed_list}, ratios {', '.join(f'{r:g}' for r in s.ratios)}, failure {s.failure}"
     )
-    try:
-        outcome = run_experiment(s, network, open_jobs)
-    except (ConfigError, JobsError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    outcome = run_or_report(
+        lambda: run_experiment(s, network, open_jobs), (ConfigError, JobsError, OSError)
+    )
+    if outcome is None:
         return 1
-    except Exception as e:  # the fabric's own errors (busy, bring-up): named, not a traceback
-        if type(e).__module__.startswith("topologies."):
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        raise
     if not outcome.runs:
-        print("error: no run finished", file=sys.stderr)
+        print_error("no run finished")
         return 1
     write_outputs(outcome, s, where)
     png = plot(where)
     failure = read_rows(where.failure) if outcome.failure_runs else []
     print(report(read_rows(where.out), failure, outcome.describe_rates()))
-    print(
-        f"\nwrote {where.out}, {where.rounds}, {where.failure}, {where.summary}, {png} "
-        f"({outcome.elapsed_s / 60:.1f} min)"
-    )
+    print(wrote([where.out, where.rounds, where.failure, where.summary, png], outcome.elapsed_s))
     return 0
 
 

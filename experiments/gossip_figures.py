@@ -11,7 +11,6 @@ issue's targets: :func:`target_lines`) and the plot (:func:`plot`), which reads 
 
 from __future__ import annotations
 
-import csv
 import math
 import pathlib
 import statistics
@@ -19,8 +18,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from experiments import outputs
 from experiments.diloco_jobs import JobRun
-from experiments.stats import Summary, format_values, summarize, summary_rows, to_float
+from experiments.outputs import (
+    ci_bars,
+    paper_legend,
+    paper_mark,
+    read_rows,
+    save_png,
+    write_summary_csv,
+)
+from experiments.stats import Summary, format_values, summarize, to_float
 from host.train.diloco.config import Algorithm, GossipConfig, Mix1Transport, variant
 from host.train.tasks import CHARS_M_CONTEXT, CONTEXT
 
@@ -362,27 +370,17 @@ def failure_figures(rows: Sequence[Mapping[str, object]]) -> list[FailureFigures
 # -- outputs ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Outputs:
-    """Where the experiment writes (``--out`` names the main CSV; the rest sit beside it)."""
-
-    out: pathlib.Path
+class Outputs(outputs.Outputs):
+    """Where the experiment writes: ``gossip.csv`` (``--out``), ``gossip_rounds.csv``,
+    ``gossip_failure.csv``, ``gossip_summary.csv`` and ``gossip.png`` beside it."""
 
     @property
     def rounds(self) -> pathlib.Path:
-        return self.out.with_name(self.out.stem + "_rounds.csv")
+        return self.beside("_rounds.csv")
 
     @property
     def failure(self) -> pathlib.Path:
-        return self.out.with_name(self.out.stem + "_failure.csv")
-
-    @property
-    def summary(self) -> pathlib.Path:
-        return self.out.with_name(self.out.stem + "_summary.csv")
-
-    @property
-    def png(self) -> pathlib.Path:
-        return self.out.with_suffix(".png")
+        return self.beside("_failure.csv")
 
 
 SUMMARY_FIGURES = (
@@ -398,24 +396,7 @@ SUMMARY_FIGURES = (
     "bytes_per_worker_round",
     "loss_gap_to_diloco_pct",
 )
-
-
-def write_csv(
-    path: pathlib.Path, columns: Sequence[str], rows: Sequence[Mapping[str, object]]
-) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow(
-                {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
-            )
-
-
-def read_rows(path: pathlib.Path) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+SUMMARY_KEYS = ("method", "comm_compute_ratio")
 
 
 def with_comparisons(rows: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
@@ -440,25 +421,7 @@ def with_comparisons(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
 
 def write_summary(rows: Sequence[Mapping[str, object]], path: pathlib.Path) -> None:
     """Mean, sd and 95 % CI over seeds of every figure, per method and ratio."""
-    summary = summary_rows(
-        with_comparisons(rows), ["method", "comm_compute_ratio"], SUMMARY_FIGURES, ndigits=6
-    )
-    write_csv(
-        path,
-        [
-            "method",
-            "comm_compute_ratio",
-            "figure",
-            "n",
-            "mean",
-            "sd",
-            "ci95_low",
-            "ci95_high",
-            "min",
-            "max",
-        ],
-        summary,
-    )
+    write_summary_csv(path, with_comparisons(rows), SUMMARY_KEYS, SUMMARY_FIGURES)
 
 
 # -- the console table ------------------------------------------------------------------------------
@@ -473,16 +436,6 @@ def _cell(rows: Sequence[Mapping[str, object]], method: str, ratio: str, fig: st
 
 
 CELL = 20
-
-
-def _short(x: Summary, fmt: str) -> str:
-    """``mean ± half-width`` of the 95 % interval (just the mean for one seed)."""
-    if x.n == 0:
-        return "n/a"
-    hw = fmt.lstrip("+ ")
-    if math.isnan(x.half_width):
-        return f"{x.mean:{fmt}}"
-    return f"{x.mean:{fmt}} ± {x.half_width:{hw}}"
 
 
 def report(
@@ -521,7 +474,7 @@ def report(
     for ratio in ratios:
         lines.append(f"comm/compute {ratio}: links at {rate[ratio]:.3f} Mbit/s")
         for fig, title, fmt in figures:
-            cells = "".join(f"{_short(_cell(rows, m, ratio, fig), fmt):>{CELL}}" for m in methods)
+            cells = "".join(f"{_cell(rows, m, ratio, fig).short(fmt):>{CELL}}" for m in methods)
             paper = ""
             if fig == "compute_utilization":
                 paper = ", ".join(
@@ -639,26 +592,14 @@ def plot(where: Outputs) -> pathlib.Path:
     for extra in axes[panels:]:
         extra.set_visible(False)
     ax = axes[0]
-    width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         cells = [_cell(rows, m, ratio, "compute_utilization") for ratio in ratios]
-        xs = [k + (i - (len(methods) - 1) / 2) * width for k in range(len(ratios))]
-        bars = [c.error_bar() for c in cells]
-        errs = [[b[0] for b in bars], [b[1] for b in bars]]
-        ax.bar(
-            xs,
-            [c.mean for c in cells],
-            width,
-            yerr=errs,
-            capsize=3,
-            color=COLORS.get(m),
-            label=METHODS[m].label,
-        )
+        xs, width = ci_bars(ax, i, len(methods), cells, color=COLORS.get(m), label=METHODS[m].label)
         for x, ratio in zip(xs, ratios, strict=True):
             paper = PAPER_UTILIZATION.get((float(ratio), m))
             if paper is not None:
-                ax.plot([x - width / 2, x + width / 2], [paper, paper], color="black", lw=2)
-    ax.plot([], [], color="black", lw=2, label="paper")
+                paper_mark(ax, x, width, paper)
+    paper_legend(ax)
     ax.set_xticks(range(len(ratios)))
     ax.set_xticklabels([f"comm/compute {r}\n{rate[r]:.2f} Mbit/s per link" for r in ratios])
     ax.set_ylim(0, 1.1)
@@ -720,8 +661,4 @@ def plot(where: Outputs) -> pathlib.Path:
         f"{rows[0]['workers'] if rows else '?'} workers on the {rows[0]['network'] if rows else '?'}",
         fontsize=11,
     )
-    fig.tight_layout()
-    where.png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(where.png, dpi=110)
-    plt.close(fig)
-    return where.png
+    return save_png(fig, where.png)

@@ -46,7 +46,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from experiments.fabric_job import FabricNotReady, FabricSession, fabric_available
+from experiments.cli_common import add_network_option, choose_network
+from experiments.fabric_job import FabricNotReady, FabricSession
 from experiments.hosts import FabricState
 from experiments.stats import Summary, reduction_pct, slowdown_pct, summarize
 from host.dblp.config import LossPolicy, PhaseConfig
@@ -659,12 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m experiments.microburst", description=__doc__.split("\n\n")[0]
     )
-    ap.add_argument(
-        "--network",
-        choices=("auto", "emu", "fabric"),
-        default="auto",
-        help="auto: the fabric when this machine can run it (root, Mininet), else the emulator",
-    )
+    add_network_option(ap)
     ap.add_argument(
         "--tasks",
         default=None,
@@ -710,12 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    network = args.network
-    if network == "auto":
-        why = fabric_available()
-        network = "fabric" if why is None else "emu"
-        if why is not None:
-            print(f"note: {why}; running on the in-process emulated fabric (--network emu)")
+    network = choose_network(args.network)
     tasks = [t for t in (args.tasks or DEFAULT_TASKS[network]).split(",") if t]
     unknown = [t for t in tasks if t not in TASK_SETTINGS]
     if unknown:

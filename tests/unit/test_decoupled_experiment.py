@@ -20,13 +20,12 @@ from experiments.decoupled_figures import (
     Outputs,
     loss_at,
     plot,
-    read_rows,
     report,
     target_lines,
     with_comparisons,
-    write_csv,
     write_summary,
 )
+from experiments.outputs import read_rows, write_csv
 from host.train.decoupled.chaos import EVENT_ACTIONS, Action
 from host.train.decoupled.config import ChaosKind, ConfigError, Weighting
 

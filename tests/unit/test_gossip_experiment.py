@@ -35,6 +35,7 @@ from experiments.gossip_figures import (
     run_row,
 )
 from experiments.hosts import AgentProcess, AgentsSilent, drive_agents
+from experiments.outputs import read_rows
 from host.diloco_agent import Agent, AgentError, RunCommand, read_job_records
 from host.train.cluster import EmuCluster
 from host.train.diloco.config import (
@@ -506,13 +507,13 @@ def test_a_small_experiment_writes_its_csvs_table_and_plot(
     ):
         with path.open() as f:
             assert tuple(next(csv.reader(f))) == columns
-    runs = gossip_figures.read_rows(where.out)
+    runs = read_rows(where.out)
     assert len(runs) == 4 * 2 and {r["status"] for r in runs} == {"finished"}
     diloco = [r for r in runs if r["method"] == "diloco"]
     assert {float(r["consensus_rms_l2"]) for r in diloco} == {0.0}
-    failed = gossip_figures.read_rows(where.failure)
+    failed = read_rows(where.failure)
     assert {r["method"] for r in failed} == {"diloco", "GlobalM1"}
-    summary = gossip_figures.read_rows(where.summary)
+    summary = read_rows(where.summary)
     assert {r["figure"] for r in summary} >= {"compute_utilization", "loss_gap_to_diloco_pct"}
     assert where.png.stat().st_size > 10_000
     assert gossip.main(["--plot-only", "--results", str(tmp_path)]) == 0
