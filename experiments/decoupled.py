@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from experiments.agent_pool import JobsError
 from experiments.cli_common import (
     add_network_option,
     add_output_options,
@@ -61,7 +62,7 @@ from experiments.cli_common import (
     run_or_report,
     wrote,
 )
-from experiments.decoupled_fabric import FabricJob, JobsError, SlotPool, count_events, run_job
+from experiments.decoupled_fabric import FabricJob, SlotPool, count_events, run_job
 from experiments.decoupled_figures import (
     CURVE_COLUMNS,
     REFERENCE_LEARNERS,

@@ -38,10 +38,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import IO, Any
+from typing import Any
 
+from experiments.agent_pool import (
+    JobsError,
+    alive,
+    await_ready,
+    drive_job,
+    open_agent_log,
+    quit_agents,
+    start_agent,
+)
 from experiments.faults import AppliedAction, TimedAction, TimedFaults
-from experiments.hosts import AgentProcess, AgentsSilent, drive_agents
+from experiments.hosts import AgentProcess
 from host.decoupled_agent import RunCommand, Slot
 from host.train.decoupled import metrics
 from host.train.decoupled.chaos import Action, ChaosAction, Schedule, ctl_argv
@@ -52,8 +61,6 @@ from host.train.decoupled.records import HubSummary, MemberEnd, Records, read_re
 from host.train.decoupled.syncer import EvalPoint, LivenessEvent, MergeRecord
 from topologies.model import Fabric
 
-READY_TIMEOUT_S = 300.0
-"""How long agents may take to start (import torch, read the topology) on a busy machine."""
 STALL_TIMEOUT_S = 300.0
 """A job fails when no agent said anything for this long (a running role says how far it is
 every two seconds: only a hung job is silent)."""
@@ -63,10 +70,6 @@ when the members connect)."""
 STOP_TIMEOUT_S = 120.0
 QUIT_TIMEOUT_S = 20.0
 POLL_S = 0.05
-
-
-class JobsError(RuntimeError):
-    """Jobs cannot run (agents did not start, a job hung); the message says where to look."""
 
 
 class FatalFault(JobsError):
@@ -139,10 +142,9 @@ class SlotPool:
     ) -> None:
         self.fabric = fabric
         self.out_dir = pathlib.Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.log = log
         self.hosts = [h.name for h in sorted(fabric.hosts, key=lambda h: h.index)]
-        self._agent_log: IO[bytes] = (self.out_dir / "agents.log").open("ab")
+        self._agent_log = open_agent_log(self.out_dir)
         self.agents: dict[Slot, AgentProcess] = {}
         self.spares: dict[Slot, AgentProcess] = {}
         self._ready: set[AgentProcess] = set()
@@ -150,24 +152,23 @@ class SlotPool:
         """Runs one controller command (``["fail", "plane", "1"]``): network chaos needs it."""
 
         def in_host(slot: Slot) -> AgentProcess:
-            args = ["--topology", str(topology), "--host", slot[0], "--slot", str(slot[1])]
-            args += ["--out", str(self.out_dir)]
-            return AgentProcess.in_host(
-                f"{slot[0]}/{slot[1]}",
-                host_pids[slot[0]],
+            host, number = slot
+            return start_agent(
                 "host.decoupled_agent",
-                args,
+                f"{host}/{number}",
+                host,
+                host_pids,
+                topology,
+                self.out_dir,
                 self._agent_log,
+                "--slot",
+                str(number),
             )
 
         self._start = start or in_host
 
-    @staticmethod
-    def _alive(a: AgentProcess | None) -> bool:
-        return a is not None and not a.closed and a.proc.poll() is None
-
     def alive(self, slot: Slot) -> bool:
-        return self._alive(self.agents.get(slot))
+        return alive(self.agents.get(slot))
 
     def is_ready(self, agent: AgentProcess) -> bool:
         return agent in self._ready
@@ -182,7 +183,7 @@ class SlotPool:
         The next :meth:`ensure` starts a new spare, between runs: importing torch takes
         seconds of CPU that a run should not share."""
         spare = self.spares.pop(slot, None)
-        self.agents[slot] = spare if self._alive(spare) and spare is not None else self._start(slot)
+        self.agents[slot] = spare if alive(spare) and spare is not None else self._start(slot)
         return self.agents[slot]
 
     def ensure(self, slots: Sequence[Slot], spares: Sequence[Slot] = ()) -> None:
@@ -198,46 +199,16 @@ class SlotPool:
                 self.agents[s] = self._start(s)
             fresh.append(self.agents[s])
         for s in spares:
-            if not self._alive(self.spares.get(s)):
+            if not alive(self.spares.get(s)):
                 self.spares[s] = self._start(s)
             fresh.append(self.spares[s])
-        fresh = [a for a in fresh if a not in self._ready]
-
-        def handle(a: AgentProcess, ev: dict[str, Any]) -> None:
-            self.note(a, ev)
-            if ev.get("event") == "error":
-                raise JobsError(f"agent on {a.name} cannot start: {ev.get('message')}")
-
-        def exited(a: AgentProcess) -> None:
-            raise JobsError(
-                f"agent on {a.name} exited ({a.proc.wait()}) before it was ready; see "
-                f"{self.out_dir / 'agents.log'}"
-            )
-
-        try:
-            drive_agents(
-                fresh,
-                handle,
-                lambda: all(a in self._ready for a in fresh),
-                on_exit=exited,
-                stall_timeout_s=READY_TIMEOUT_S,
-            )
-        except AgentsSilent as e:
-            raise JobsError(f"agents did not start: {e}") from e
+        await_ready([a for a in fresh if a not in self._ready], self._ready, self.out_dir)
 
     def close(self) -> None:
         """Ask every agent to quit; end those that do not (idempotent)."""
         agents = [*self.agents.values(), *self.spares.values()]
         self.agents, self.spares = {}, {}
-        for a in agents:
-            with contextlib.suppress(OSError):
-                os.kill(a.proc.pid, signal.SIGCONT)
-            a.answer(cmd="quit")
-        deadline = time.monotonic() + QUIT_TIMEOUT_S
-        for a in agents:
-            with contextlib.suppress(Exception):
-                a.proc.wait(max(0.1, deadline - time.monotonic()))
-            a.stop()
+        quit_agents(agents, QUIT_TIMEOUT_S)
         with contextlib.suppress(OSError):
             self._agent_log.close()
 
@@ -677,19 +648,17 @@ def _drive(
     started a new agent (the loop reads a fixed set)."""
     while not done():
         job.changed.clear()
-        agents = [a for a in job.agents() if not a.closed]
-        try:
-            drive_agents(
-                agents,
-                handle,
-                lambda: done() or job.changed.is_set() or bool(job.errors),
-                on_exit=job.exited,
-                check=check,
-                stall_timeout_s=stall_timeout_s,
-                poll_s=POLL_S,
-            )
-        except AgentsSilent as e:
-            raise JobsError(f"job {job.name}: {e}; see {job.pool.out_dir / 'agents.log'}") from e
+        drive_job(
+            job.name,
+            [a for a in job.agents() if not a.closed],
+            handle,
+            lambda: done() or job.changed.is_set() or bool(job.errors),
+            job.pool.out_dir,
+            on_exit=job.exited,
+            check=check,
+            stall_timeout_s=stall_timeout_s,
+            poll_s=POLL_S,
+        )
         _raise(job)
 
 

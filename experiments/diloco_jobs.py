@@ -30,10 +30,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
+from experiments.agent_pool import (
+    JobsError,
+    alive,
+    await_ready,
+    drive_job,
+    open_agent_log,
+    quit_agents,
+    start_agent,
+)
 from experiments.faults import AppliedAction, TimedAction, TimedFaults
-from experiments.hosts import AgentProcess, AgentsSilent, drive_agents
+from experiments.hosts import AgentProcess
 from host.diloco_agent import RunCommand, read_job_records
 from host.linkemu import EmuNetwork, LinkProfile
 from host.train.diloco.config import DilocoConfig
@@ -53,14 +62,8 @@ from topologies.model import Fabric
 STALL_TIMEOUT_S = 600.0
 """A job fails when no agent said anything for this long (a round under a failure on a busy
 machine takes tens of seconds; a hung job says nothing at all)."""
-READY_TIMEOUT_S = 300.0
-"""How long agents may take to start (import torch, read the topology) on a busy machine."""
 QUIT_TIMEOUT_S = 30.0
 EMU_QUEUE_BYTES = 1 << 20
-
-
-class JobsError(RuntimeError):
-    """Jobs cannot run (agents did not start, a job hung); the message says where to look."""
 
 
 @dataclass(frozen=True)
@@ -334,21 +337,19 @@ class AgentPool:
         self.fabric = fabric
         self.link_mbps = fabric.spec.link_mbps
         self.out_dir = pathlib.Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.log = log
         self.rounds_log = rounds_log
         self.stall_timeout_s = stall_timeout_s
         self.keep_observations = keep_observations
         self.names = [h.name for h in sorted(fabric.hosts, key=lambda h: h.index)]
-        self._agent_log: IO[bytes] = (self.out_dir / "agents.log").open("ab")
+        self._agent_log = open_agent_log(self.out_dir)
         self._model: tuple[DilocoConfig, MeanModel] | None = None
         self.controller: Callable[[list[str]], object] | None = None
         """Runs one controller command (``["fail", "plane", "1"]``): failures need it."""
 
         def in_host(name: str) -> AgentProcess:
-            args = ["--topology", str(topology), "--host", name, "--out", str(self.out_dir)]
-            return AgentProcess.in_host(
-                name, host_pids[name], "host.diloco_agent", args, self._agent_log
+            return start_agent(
+                "host.diloco_agent", name, name, host_pids, topology, self.out_dir, self._agent_log
             )
 
         self._start = start or in_host
@@ -360,37 +361,10 @@ class AgentPool:
             raise
 
     def _start_missing(self) -> None:
-        fresh = [self._start(n) for n in self.names if not self._alive(n)]
+        fresh = [self._start(n) for n in self.names if not alive(self.agents.get(n))]
         for a in fresh:
             self.agents[a.name] = a
-        ready: set[str] = set()
-
-        def handle(a: AgentProcess, ev: dict[str, Any]) -> None:
-            if ev.get("event") == "ready":
-                ready.add(a.name)
-            elif ev.get("event") == "error":
-                raise JobsError(f"agent on {a.name} cannot start: {ev.get('message')}")
-
-        def exited(a: AgentProcess) -> None:
-            raise JobsError(
-                f"agent on {a.name} exited ({a.proc.wait()}) before it was ready; see "
-                f"{self.out_dir / 'agents.log'}"
-            )
-
-        try:
-            drive_agents(
-                fresh,
-                handle,
-                lambda: len(ready) == len(fresh),
-                on_exit=exited,
-                stall_timeout_s=READY_TIMEOUT_S,
-            )
-        except AgentsSilent as e:
-            raise JobsError(f"agents did not start: {e}") from e
-
-    def _alive(self, host: str) -> bool:
-        a = self.agents.get(host)
-        return a is not None and not a.closed and a.proc.poll() is None
+        await_ready(fresh, set(), self.out_dir)
 
     def _mean_model(self, cfg: DilocoConfig) -> MeanModel:
         if self._model is None or self._model[0] != cfg:
@@ -439,19 +413,21 @@ class AgentPool:
             self.agents[h].answer(**RunCommand(name, cfg, rank, hosts, origin).to_message())
         try:
             with TimedFaults(timed, origin) as faults:
-                drive_agents(
+                drive_job(
+                    name,
                     agents,
                     lambda a, ev: self._handle(a, ev, name, progress),
                     progress.done,
+                    self.out_dir,
                     on_exit=lambda a: self._exited(a, progress),
                     check=faults.check,
                     stall_timeout_s=self.stall_timeout_s,
                 )
             applied = tuple(faults.applied)
-        except AgentsSilent as e:
+        except JobsError:  # a hung job (nothing else in it raises this): end its agents
             for a in agents:
                 a.stop()
-            raise JobsError(f"job {name}: {e}; see {self.out_dir / 'agents.log'}") from e
+            raise
         if progress.refused:
             raise JobsError(f"job {name} refused: {'; '.join(progress.refused)}")
         return self._collect(name, cfg, hosts, progress, applied)
@@ -510,13 +486,7 @@ class AgentPool:
     def close(self) -> None:
         """Ask every agent to quit; end those that do not (idempotent)."""
         agents, self.agents = list(self.agents.values()), {}
-        for a in agents:
-            a.answer(cmd="quit")
-        deadline = time.monotonic() + QUIT_TIMEOUT_S
-        for a in agents:
-            with contextlib.suppress(Exception):
-                a.proc.wait(max(0.1, deadline - time.monotonic()))
-            a.stop()
+        quit_agents(agents, QUIT_TIMEOUT_S)
         with contextlib.suppress(OSError):
             self._agent_log.close()
 

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from experiments.agent_pool import JobsError
 from experiments.cli_common import (
     add_network_option,
     add_output_options,
@@ -75,7 +76,6 @@ from experiments.diloco_jobs import (
     FailurePlan,
     JobRun,
     Jobs,
-    JobsError,
 )
 from experiments.gossip_figures import (
     FAILURE_COLUMNS,
