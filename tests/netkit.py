@@ -15,13 +15,20 @@ carry a random suffix per kit and the creator's pid, so :func:`cleanup_stale` (r
 process before the first kit) removes leftovers of crashed runs and nothing of live ones.
 The building blocks live in :mod:`switch.device.netns` (the benchmark harness uses them too) and are
 re-exported here.
+
+Tests of a whole fabric (Mininet) add :data:`MININET_MARK` (skip without ``mnexec``) and the
+``no_fabric_running`` fixture (skip while a fabric runs: one at a time per machine), and check
+with :func:`processes_left` that no agent process outlived them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import pathlib
+import shutil
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -47,6 +54,8 @@ from switch.device.netns import (
 from switch.device.offloads import disable_offloads
 
 __all__ = [
+    "FABRIC_RUNNING",
+    "MININET_MARK",
     "NET_MARKS",
     "NetKit",
     "Netns",
@@ -59,6 +68,8 @@ __all__ = [
     "disable_offloads",
     "net_skip_reason",
     "netkit",
+    "no_fabric_running",
+    "processes_left",
     "read_if_stat",
     "run_in_netns",
 ]
@@ -76,6 +87,26 @@ NET_MARKS = [
     pytest.mark.net,
     pytest.mark.skipif(net_skip_reason() is not None, reason=str(net_skip_reason())),
 ]
+
+
+MININET_MARK = pytest.mark.skipif(
+    shutil.which("mnexec") is None, reason="Mininet's mnexec is not installed"
+)
+FABRIC_RUNNING = pathlib.Path("/sys/class/net/p0l0-eth1")
+"""A fabric's first leaf port: it exists while a fabric runs on this machine."""
+
+
+@pytest.fixture
+def no_fabric_running() -> None:
+    """Skips the test while a fabric runs on this machine (interface names are fixed)."""
+    if FABRIC_RUNNING.exists():
+        pytest.skip(f"a fabric is already running on this machine ({FABRIC_RUNNING.name} exists)")
+
+
+def processes_left(pattern: str) -> list[str]:
+    """``pgrep -af pattern``: the processes whose command line matches (pgrep left out)."""
+    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
 
 
 def _install_sigterm_handler() -> None:

@@ -1,5 +1,6 @@
-"""Fixtures of the network tests: ``netkit`` (namespaces and veths, always removed)."""
+"""Fixtures of the network tests: ``netkit`` (namespaces and veths, always removed) and
+``no_fabric_running`` (skip while a fabric runs on this machine)."""
 
-from tests.netkit import netkit
+from tests.netkit import netkit, no_fabric_running
 
-__all__ = ["netkit"]
+__all__ = ["netkit", "no_fabric_running"]

@@ -12,34 +12,24 @@ machine.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from experiments.decoupled_figures import Outputs, read_rows
+from experiments.decoupled_figures import Outputs
+from experiments.outputs import read_rows
 from host.train.decoupled.records import MemberEnd, read_records
-from tests.netkit import NET_MARKS
+from tests.netkit import FABRIC_RUNNING, MININET_MARK, NET_MARKS, processes_left
 
-pytestmark = [
-    *NET_MARKS,
-    pytest.mark.skipif(shutil.which("mnexec") is None, reason="Mininet's mnexec is not installed"),
-]
+pytestmark = [*NET_MARKS, MININET_MARK, pytest.mark.usefixtures("no_fabric_running")]
 
 QUICK_TIMEOUT_S = 600  # the quick run takes about 1.5 minutes; a busy machine is slower
 
 
-@pytest.fixture(autouse=True)
-def _no_fabric_running() -> None:
-    if Path("/sys/class/net/p0l0-eth1").exists():
-        pytest.skip("another fabric is running on this machine (p0l0-eth1 exists)")
-
-
 def agents_left() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "host.decoupled_agent"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    return processes_left("host.decoupled_agent")
 
 
 def test_the_quick_chaos_run_finishes_through_the_fabric_and_leaves_nothing(
@@ -71,5 +61,5 @@ def test_the_quick_chaos_run_finishes_through_the_fabric_and_leaves_nothing(
     assert any(e.counts.get("catch_up_fragments", 0) > 0 for e in restarted)
     # nothing left behind
     assert agents_left() == before
-    assert not Path("/sys/class/net/p0l0-eth1").exists()
+    assert not FABRIC_RUNNING.exists()
     assert not (tmp_path / "fabric" / "state.json").exists()

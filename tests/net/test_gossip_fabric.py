@@ -11,7 +11,6 @@ stop, the next job runs on a fresh agent. Skipped when a fabric is already runni
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -21,29 +20,20 @@ import pytest
 
 from experiments.diloco_jobs import AgentPool
 from experiments.faults import TimedAction
-from experiments.gossip_figures import Outputs, failure_figures, read_rows
+from experiments.gossip_figures import Outputs, failure_figures
+from experiments.outputs import read_rows
 from host.train.diloco.config import DilocoConfig
-from tests.netkit import NET_MARKS
+from tests.netkit import FABRIC_RUNNING, MININET_MARK, NET_MARKS, processes_left
 from topologies.emulation.bringup import own_fabric
 from topologies.model import FabricSpec
 
-pytestmark = [
-    *NET_MARKS,
-    pytest.mark.skipif(shutil.which("mnexec") is None, reason="Mininet's mnexec is not installed"),
-]
+pytestmark = [*NET_MARKS, MININET_MARK, pytest.mark.usefixtures("no_fabric_running")]
 
 QUICK_TIMEOUT_S = 600  # the quick run takes about 2 minutes; a busy machine is slower
 
 
-@pytest.fixture(autouse=True)
-def _no_fabric_running() -> None:
-    if Path("/sys/class/net/p0l0-eth1").exists():
-        pytest.skip("a fabric is already running on this machine (p0l0-eth1 exists)")
-
-
 def agents_left() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "host.diloco_agent"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    return processes_left("host.diloco_agent")
 
 
 def test_the_quick_experiment_runs_every_method_and_the_failure_through_the_fabric(
@@ -79,7 +69,7 @@ def test_the_quick_experiment_runs_every_method_and_the_failure_through_the_fabr
     assert diloco.status == gossip.status == "finished"  # reliable: nothing lost
     assert diloco.final_consensus == 0.0
     assert where.png.stat().st_size > 20_000 and where.summary.exists()
-    assert not Path("/sys/class/net/p0l0-eth1").exists() and agents_left() == []
+    assert not FABRIC_RUNNING.exists() and agents_left() == []
 
 
 def test_an_agent_killed_mid_run_is_reported_and_the_next_job_runs_on_a_fresh_one(
