@@ -52,6 +52,15 @@ def test_invalid_decoupled_settings_are_refused(changes: dict[str, object], matc
             lambda: ElasticConfig(rendezvous_timeout_s=2.0, reply_timeout_s=1.0),
             "reply_timeout_s .* must exceed rendezvous_timeout_s",
         ),
+        (lambda: ElasticConfig(reconfigure_s=-1.0), "reconfigure_s must be >= 0"),
+        (
+            lambda: ElasticConfig(reconfigure_s=2.0, join_timeout_s=2.0),
+            "join_timeout_s .* must exceed 2 s with reconfigure_s 2",
+        ),
+        (
+            lambda: ElasticConfig(rendezvous_timeout_s=1.0, reconfigure_s=9.5),
+            "reply_timeout_s .* must exceed 10.5 s",
+        ),
     ],
 )
 def test_invalid_syncer_and_elastic_settings_are_refused(make: object, match: str) -> None:

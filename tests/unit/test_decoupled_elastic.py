@@ -6,6 +6,8 @@ vector that continues training bit for bit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -100,6 +102,42 @@ def test_a_returning_worker_is_healed_from_a_donor_at_the_next_commit() -> None:
     core.receive(1.5, 0, grad(0, 1, 1.0))
     core.receive(1.5, 1, grad(1, 1, 1.0))
     assert kinds(core.receive(1.6, 2, grad(2, 1, 1.0, inc=1)))[2][1] is MessageKind.MEAN
+
+
+def test_a_drop_stops_the_whole_group_for_the_reconfigure_time() -> None:
+    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=3.0), 16)
+    formed(core)
+    core.receive(1.0, 0, grad(0, 0, 1.0))
+    core.receive(1.5, 1, grad(1, 0, 1.0))
+    assert core.tick(2.0) == [] and core.group == {0, 1}  # dropped, but nobody may go on yet
+    assert core.next_deadline() == 4.0 and core.tick(3.99) == []
+    outs = core.tick(4.0)
+    assert kinds(outs) == [(0, MessageKind.RETRY, 0, (1,)), (1, MessageKind.RETRY, 0, (1,))]
+    assert core.counts["reconfigurations"] == 1
+
+
+def test_an_admitted_worker_gets_its_state_after_the_stop_and_is_not_dropped_meanwhile() -> None:
+    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=3.0), 16)
+    formed(core, (0, 1))
+    core.tick(1.0)  # forming times out without worker 2
+    core.receive(1.1, 2, join(2))
+    core.receive(1.2, 0, grad(0, 0, 1.0))
+    core.receive(1.3, 1, grad(1, 0, 1.0))  # commit: rank 0 is the donor
+    assert core.receive(1.4, 0, state(0, 1)) == [] and core.group == {0, 1, 2}
+    core.receive(1.5, 0, grad(0, 1, 1.0))
+    core.receive(1.5, 1, grad(1, 1, 1.0))
+    # the rendezvous timeout (1 s) counts from the end of the stop (3.4 s), not from 1.5 s
+    assert core.tick(3.0) == [] and core.group == {0, 1, 2}
+    assert kinds(core.tick(3.4)) == [(2, MessageKind.STATE, 1, (1,))]
+    assert core.next_deadline() == 4.4
+    assert kinds(core.receive(3.6, 2, grad(2, 1, 1.0)))[2][1] is MessageKind.MEAN
+
+
+def test_without_a_reconfigure_time_nothing_is_held() -> None:
+    core = CoordinatorCore(CFG, 16)
+    formed(core)
+    core.receive(1.0, 0, grad(0, 0, 1.0))
+    assert len(core.tick(2.0)) == 1 and core.held == [] and "reconfigurations" not in core.counts
 
 
 def test_a_member_that_restarts_fails_the_round_and_rejoins() -> None:

@@ -254,6 +254,12 @@ class ElasticConfig:
     """A worker waits this long for its round's result, then asks to join again."""
     join_timeout_s: float = 2.0
     """A joining worker asks again if it is not admitted within this long."""
+    reconfigure_s: float = 0.0
+    """What every change of the group costs the whole job (the paper's downscale and upscale
+    times: a real elastic job re-forms its communicator, re-shards and reloads): after members
+    are dropped the rest redo the round only this long later, and an admitted worker gets its
+    state, so the group can step again, only this long later. 0: re-forming is free (a
+    per-step fault-tolerant group that never stops)."""
     checkpoint_every_steps: int = 24
     min_step_s: float = 0.0
     """As :attr:`DecoupledConfig.min_step_s`."""
@@ -279,6 +285,18 @@ class ElasticConfig:
             )
         if self.min_step_s < 0 or not math.isfinite(self.min_step_s):
             raise ConfigError(f"min_step_s must be >= 0 and finite, got {self.min_step_s}")
+        if self.reconfigure_s < 0 or not math.isfinite(self.reconfigure_s):
+            raise ConfigError(f"reconfigure_s must be >= 0 and finite, got {self.reconfigure_s}")
+        waits = {
+            "reply_timeout_s": self.reconfigure_s + self.rendezvous_timeout_s,
+            "join_timeout_s": self.reconfigure_s,
+        }
+        for name, least in waits.items():
+            if self.reconfigure_s > 0 and getattr(self, name) <= least:
+                raise ConfigError(
+                    f"{name} ({getattr(self, name)}) must exceed {least:g} s with reconfigure_s "
+                    f"{self.reconfigure_s:g}: a worker waits out a re-formation without giving up"
+                )
 
     def reference(self) -> DilocoConfig:
         """The synchronous data-parallel job of the same task (binds a worker's task)."""

@@ -25,6 +25,10 @@ coordinator and a broadcast back, over reliable MRC messages.
   joiners, who become members from the next round. A GRADIENT from a non-member (a worker
   dropped for being slow or paused) gets RETRY "not a member" and the worker JOINs again.
   If no member is left, a joiner is admitted with its own (stale) state.
+* **Re-forming costs time** (``reconfigure_s``, the paper's downscale and upscale times):
+  every change of the group holds the messages that let the group step again — the RETRY
+  after a drop, the STATE to admitted workers — for that long, so the whole job stops; the
+  rendezvous timeout counts from the end of the stop.
 
 :func:`run_worker` is one incarnation of a worker (restore the checkpoint after a restart,
 join, rounds until the budget is committed). Records: each attempt of each worker
@@ -111,6 +115,8 @@ class CoordinatorCore:
         self.reforms: list[Reform] = []
         self.refused: Counter[Refusal] = Counter()
         self.counts: Counter[str] = Counter()
+        self.held: list[tuple[float, Out]] = []  # released at their time (re-forming)
+        self.stopped_until = -math.inf  # the group re-forms until then
 
     def receive(self, now: float, worker: int, msg: TensorMessage) -> list[Out]:
         if not 0 <= worker < self.cfg.workers:
@@ -127,11 +133,31 @@ class CoordinatorCore:
         if self.forming and self.first_join is not None:
             times.append(self.first_join + self.cfg.rendezvous_timeout_s)
         if self.first_at is not None:
-            times.append(self.first_at + self.cfg.rendezvous_timeout_s)
+            times.append(self._round_deadline())
+        times += [at for at, _ in self.held]
         return min(times)
 
+    def _round_deadline(self) -> float:
+        assert self.first_at is not None
+        return max(self.first_at, self.stopped_until) + self.cfg.rendezvous_timeout_s
+
+    def _reform(self, now: float, outs: list[Out]) -> list[Out]:
+        """``outs`` let the group step again after it changed: sent now, or once the
+        re-formation's ``reconfigure_s`` has passed."""
+        if self.cfg.reconfigure_s <= 0:
+            return outs
+        self.stopped_until = max(self.stopped_until, now + self.cfg.reconfigure_s)
+        self.counts["reconfigurations"] += 1
+        self.held += [(self.stopped_until, o) for o in outs]
+        return []
+
+    def _release(self, now: float) -> list[Out]:
+        due = [o for at, o in self.held if at <= now]
+        self.held = [(at, o) for at, o in self.held if at > now]
+        return due
+
     def tick(self, now: float) -> list[Out]:
-        out: list[Out] = []
+        out: list[Out] = self._release(now)
         if self.forming and (
             len(self.pending) == self.cfg.workers
             or (
@@ -140,11 +166,7 @@ class CoordinatorCore:
             )
         ):
             out += self._formed(now)
-        if (
-            not self.forming
-            and self.first_at is not None
-            and now >= self.first_at + self.cfg.rendezvous_timeout_s
-        ):
+        if not self.forming and self.first_at is not None and now >= self._round_deadline():
             missing = tuple(sorted(self.group - set(self.grads)))
             if missing:
                 out += self._fail_round(now, "timeout", missing)
@@ -174,7 +196,7 @@ class CoordinatorCore:
         self.joiners.discard(worker)
         self.group.add(worker)
         self.reforms.append(Reform(now, self.round, "admitted", (worker,), self._g()))
-        return [self._state_own(worker)]
+        return self._reform(now, [self._state_own(worker)])
 
     def _remove(self, worker: int) -> None:
         """``worker`` is no member any more: its joiners need another donor."""
@@ -195,7 +217,9 @@ class CoordinatorCore:
         self.grads.clear()
         self.first_at = None
         self.counts["failed_rounds"] += 1
-        return [Out(w, MessageKind.RETRY, self.round, _EMPTY, (1,)) for w in present]
+        return self._reform(
+            now, [Out(w, MessageKind.RETRY, self.round, _EMPTY, (1,)) for w in present]
+        )
 
     # -- messages --------------------------------------------------------------------------
 
@@ -250,7 +274,8 @@ class CoordinatorCore:
         if healees:
             self.reforms.append(Reform(now, self.round, "admitted", tuple(healees), self._g()))
         arr = np.array(msg.array)
-        return [Out(j, MessageKind.STATE, self.round, arr, (1,)) for j in healees]
+        outs = [Out(j, MessageKind.STATE, self.round, arr, (1,)) for j in healees]
+        return self._reform(now, outs) if healees else outs
 
     def _abort(self, now: float, worker: int, msg: TensorMessage) -> list[Out]:
         if worker in self.group:
