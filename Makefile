@@ -8,11 +8,12 @@ STAMP := $(VENV)/.installed-stamp
 APT_PACKAGES := python3-venv python3-dev gcc iproute2 ethtool tcpdump tcpreplay iputils-ping mininet
 RESULTS := results
 
-.PHONY: help setup system-deps test test-unit lint bench-p4 bench-switch bench-transport p4-info clean
+.PHONY: help setup system-deps test test-unit lint bench-p4 fuzz-p4 bench-switch bench-transport p4-info clean
 
 help:
 	@echo "make test        set up .venv and run the whole test suite"
 	@echo "make bench-p4    packets/s of the software P4 target -> results/bench_p4.csv"
+	@echo "make fuzz-p4 [FUZZ_PROGRAMS=10000]  random header/union/stack programs x packets: no crash"
 	@echo "make bench-transport  MRC / single path / TCP goodput and completion times -> results/bench_transport.csv"
 	@echo "make bench-switch  tf-switch on veths with tcpreplay -> results/bench_switch.csv (root)"
 	@echo "make p4-info P4=prog.p4   write the P4Info of a program to build/"
@@ -59,6 +60,12 @@ lint: $(STAMP)
 bench-p4: $(STAMP)
 	@mkdir -p $(RESULTS)
 	$(PY) -m switch.bench_p4 --out $(RESULTS)/bench_p4.csv
+
+# Random well-typed programs over headers, unions and stacks, 8 packets each (the unit suite
+# runs 60 of them; tests/unit/test_fuzz_programs.py).
+FUZZ_PROGRAMS ?= 10000
+fuzz-p4: $(STAMP)
+	$(PY) -m tests.unit.p4_program_gen --programs $(FUZZ_PROGRAMS) --packets 8
 
 # tf-switch running p4/ipv6_router.p4 between two namespaces; tcpreplay loops one 64-byte-payload
 # IPv6/UDP frame into it at top speed and at lower rates; latency at 1,000 packets/s.

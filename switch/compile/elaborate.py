@@ -452,17 +452,21 @@ class Elaborator:
         needs_prio = any(
             k.kind in (M.MatchKind.TERNARY, M.MatchKind.RANGE, M.MatchKind.OPTIONAL) for k in keys
         )
-        max_ann = max([p for p in ann_prio if p is not None], default=0)
+        # p4c's BMv2 back end gives each const entry the BMv2 priority @priority(n) when
+        # annotated, else its 1-based position, and in BMv2 the smallest value wins; P4Runtime
+        # (and this target's tables) let the largest win, so those values are mirrored
+        bmv2 = [a if a is not None else i + 1 for i, a in enumerate(ann_prio)]
+        top = max(bmv2, default=0)
+        annotated = any(a is not None for a in ann_prio)
         for i, e in enumerate(entries):
             match = tuple(self.keyset_value(ks, k) for ks, k in zip(e.keyset, keys))
-            given, ann_p = explicit[i], ann_prio[i]
+            given = explicit[i]
             if not needs_prio:
                 prio = 0
             elif given is not None:
                 prio = int(given)
-            elif ann_p is not None:
-                # @priority(n): the smallest n wins; P4Runtime: the largest wins
-                prio = max_ann + 1 - ann_p
+            elif annotated:
+                prio = top + 1 - bmv2[i]
             else:
                 prio = n - i  # the earlier entry wins
             out.append(M.ConstEntry(match, self.action_call(e.action, action_fq), prio))

@@ -856,6 +856,7 @@ class Parser:
         items = keyset.items if isinstance(keyset, ast.ListExpr) else [keyset]
         self.expect(":")
         action = self.parse_action_ref()
+        anns = anns + self.parse_annotations()  # `... : a(1) @priority(3);` (p4c's form)
         self.expect(";")
         return ast.EntrySyntax(items, action, priority, anns, span=start.span)
 

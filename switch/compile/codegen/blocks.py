@@ -296,12 +296,11 @@ def _action_wrapper(
             args.append(dn)
     gen.flush(e)
     scalars = [o for o in outs if o.temp is None]
-    position = {id(o): k for k, o in enumerate(scalars)}
     invoke(
         gen,
         f"{fn}({', '.join(args)})",
         outs,
-        lambda o: f"_r[{position[id(o)]}]",
+        lambda o: f"_r[{o.slot}]",
         "_r" if scalars else None,
         gen.effects.may_exit(adecl),
         e,

@@ -118,6 +118,7 @@ class CopyOut:
     place: Place
     param: ast.Param
     temp: str | None
+    slot: int = -1  # a scalar's position among the callee's scalar out/inout parameters
 
 
 def _is_literal(code: str) -> bool:
@@ -176,6 +177,7 @@ def bind_args(
         evaluated.append((v, effects, place, copy))
     values: list[str] = []
     outs: list[CopyOut] = []
+    slot = 0
     for i, ((p, pt, _a), (v, effects, place, copy)) in enumerate(zip(triples, evaluated)):
         gen.pre.extend(effects)
         later = any(ev[1] for ev in evaluated[i + 1 :])
@@ -192,7 +194,9 @@ def bind_args(
                 gen.pre.append(f"{t} = {v}")
                 v = t
             if place is not None:
-                outs.append(CopyOut(place, p, None))
+                outs.append(CopyOut(place, p, None, slot))
+            if p.direction in ("out", "inout") and not is_composite(pt):
+                slot += 1
         values.append(v)
     return values, outs
 
@@ -256,13 +260,12 @@ def _direct_call(
     # the callee returns (value, scalar outs...) when it has scalar outs, else its value
     scalars = [o for o in outs if o.temp is None]
     base = 1 if has_ret else 0
-    position = {id(o): base + k for k, o in enumerate(scalars)}
     r = gen.tmp("r") if scalars or has_ret else None
     invoke(
         gen,
         call,
         outs,
-        lambda o: f"{r}[{position[id(o)]}]",
+        lambda o: f"{r}[{base + o.slot}]",
         r,
         gen.effects.may_exit(decl),
         out,
@@ -286,9 +289,8 @@ def _block_apply(
     if is_parser:
         # the sub-parser returns its scalar outs
         scalars = [o for o in outs if o.temp is None]
-        position = {id(o): k for k, o in enumerate(scalars)}
         r = gen.tmp("r") if scalars else None
-        invoke(gen, call, outs, lambda o: f"{r}[{position[id(o)]}]", r, False, out)
+        invoke(gen, call, outs, lambda o: f"{r}[{o.slot}]", r, False, out)
         return None
     # the child control's parameters are its module globals (the call may go through a
     # control *type* declaration when the instance was passed as a constructor argument)
@@ -402,6 +404,14 @@ def emit_headers(gen: CodeGen, v: str, t: T.Type | None, out: Emitter) -> None:
 
 
 def _extract(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | None:
+    if info.args[0] is None:
+        # extract<H>(_): the header is read (length checked, packet advanced) and dropped
+        t = info.bindings.get("T")
+        assert t is not None
+        h = gen.tmp("h")
+        out.line(f"{h} = {gen.class_of(t)}()")
+        _extract_into(gen, h, t, out)
+        return None
     a = _arg0(info)
     union = _union_of(a)
     if isinstance(a, ast.Member) and a.ref == StackProperty("next"):

@@ -113,15 +113,20 @@ def _extern_method(
     info.target = member.expr
     e.ref = info
     if is_packet and member.name == "extract" and e.args:
-        _check_extract_target(e)
+        _check_extract_target(e, bindings.get("T"))
     if is_packet and member.name == "lookahead" and not e.type_args:
         raise err("lookahead needs a type argument: lookahead<T>()", e)
     return no_type_vars(resolve_type_in(ck, decl.ret, tparams, bindings, scope))
 
 
-def _check_extract_target(e: ast.Call) -> None:
+def _check_extract_target(e: ast.Call, bound: T.Type | None) -> None:
     a = e.args[0].value
-    if a is None or not (isinstance(a.type, T.StructLikeT) and a.type.kind == "header"):
+    if a is None:
+        # `extract<H>(_)`: a don't-care argument skips a header of type H
+        if not (isinstance(bound, T.StructLikeT) and bound.kind == "header"):
+            raise err("extract into '_' needs a header type argument: extract<H>(_)", e.args[0])
+        return
+    if not (isinstance(a.type, T.StructLikeT) and a.type.kind == "header"):
         raise err("extract needs a header", e.args[0])
     if len(e.args) == 2:
         raise UnsupportedError(
