@@ -52,10 +52,8 @@ makes the job slower, not failed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import pathlib
-import re
 import sys
 import threading
 import time
@@ -67,12 +65,20 @@ from typing import IO, Any
 
 import torch
 
+from host.agent_common import (
+    STARTUP_ERRORS,
+    AgentError,
+    Handler,
+    check_hosts,
+    check_origin,
+    check_run_name,
+    mrc_endpoint,
+    serve_agent,
+    serve_commands,
+)
 from host.api import MessageEndpoint
 from host.collectives import job_fingerprint
 from host.errors import TransportError
-from host.mrc import Endpoint
-from host.mrc.emulated import emulated_fabric_config
-from host.network import UdpNetwork
 from host.paths import MRC_UDP_PORT, RouteTable, fabric_evs, fabric_nics, host_id
 from host.train.decoupled.config import (
     MAX_INCARNATIONS,
@@ -92,7 +98,7 @@ from host.train.decoupled.elastic import (
 from host.train.decoupled.errors import DecoupledError, Killed, LinkError
 from host.train.decoupled.fragments import fragment_model
 from host.train.decoupled.learner import LearnerLog, LearnerRun, LearnerState
-from host.train.decoupled.link import Hub, Uplink
+from host.train.decoupled.link import Hub, Refusal, Uplink, by_reason
 from host.train.decoupled.member import MemberLog, MemberState, run_member
 from host.train.decoupled.process import Life
 from host.train.decoupled.records import HubSummary, MemberEnd, json_number, record_line
@@ -100,10 +106,8 @@ from host.train.decoupled.syncer import Syncer, SyncerCore
 from host.train.diloco.errors import ConfigError
 from host.train.diloco.task import bind
 from host.train_agent import Console
-from topologies.model import Fabric, TopologyError
+from topologies.model import Fabric
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-"""A run's name: it becomes a directory name."""
 SLOT_STRIDE = 256
 """Host ids of slot s are the fabric host index + SLOT_STRIDE · s (the wire's u16)."""
 MAX_SLOTS = 16
@@ -114,10 +118,6 @@ RECONNECT_S = 0.5
 
 Slot = tuple[str, int]
 """(host name, slot number): one process of a job."""
-
-
-class AgentError(Exception):
-    """A command the agent cannot run; the message says why."""
 
 
 def slot_host_id(fabric: Fabric, slot: Slot) -> int:
@@ -148,18 +148,8 @@ def slot_endpoint(
             slot_host_id(fabric, peer),
             fabric_evs(fabric, me[0], peer[0], port=slot_port(peer[1])),
         )
-    net = UdpNetwork(fabric_nics(fabric, me[0], port=slot_port(me[1])), ecn=True)
-    try:
-        endpoint = Endpoint(
-            net,
-            slot_host_id(fabric, me),
-            routes,
-            emulated_fabric_config(fabric.spec.link_mbps),
-        )
-    except BaseException:
-        net.close()
-        raise
-    return contextlib.closing(endpoint)
+    nics = fabric_nics(fabric, me[0], port=slot_port(me[1]))
+    return mrc_endpoint(fabric, nics, slot_host_id(fabric, me), routes)
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -201,9 +191,7 @@ class RunCommand:
     def from_message(cls, msg: Mapping[str, Any], fabric: Fabric, me: Slot) -> RunCommand:
         """Raises: AgentError (a field missing or wrong, a host not in the fabric, this slot
         not the role's)."""
-        run = msg.get("run")
-        if not isinstance(run, str) or not RUN_NAME.match(run):
-            raise AgentError(f"run: a name of letters, digits, '_', '.', '-', got {run!r:.60}")
+        run = check_run_name(msg.get("run"))
         role = str(msg.get("role"))
         spec = ROLES.get(role)
         if spec is None:
@@ -230,16 +218,11 @@ class RunCommand:
         mine = hub if spec.hub else members[rank]
         if mine != me:
             raise AgentError(f"run {run}: {role} {rank} runs on slot {mine}, this is {me}")
-        if not isinstance(origin, int | float) or isinstance(origin, bool):
-            raise AgentError(f"run {run}: origin must be a time.monotonic() value")
+        start = check_origin(run, origin)
         if not isinstance(inc, int) or isinstance(inc, bool) or not 0 <= inc < MAX_INCARNATIONS:
             raise AgentError(f"run {run}: incarnation must be in 0..{MAX_INCARNATIONS - 1}")
-        try:
-            for h, _s in (*members, hub):
-                host_id(fabric, h)
-        except (KeyError, TopologyError) as e:
-            raise AgentError(f"run {run}: {e}") from None
-        return cls(run, role, job, rank, members, hub, float(origin), inc)
+        check_hosts(fabric, run, (h for h, _s in (*members, hub)))
+        return cls(run, role, job, rank, members, hub, start, inc)
 
     def to_message(self) -> dict[str, Any]:
         """The command as the driver sends it."""
@@ -338,24 +321,7 @@ class Agent:
     def serve(self, lines: Iterable[str]) -> None:
         """Handle commands until ``quit`` or the end of ``lines``; then stop the role."""
         try:
-            for line in lines:
-                if not line.strip():
-                    continue
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    self.console.emit("refused", message=f"not JSON: {line.strip()!r:.80}")
-                    continue
-                name = msg.get("cmd") if isinstance(msg, dict) else None
-                handler = COMMANDS.get(name) if isinstance(name, str) else None
-                if handler is None:
-                    self.console.emit(
-                        "refused",
-                        message=f"unknown command {name!r:.40}; valid: {', '.join(COMMANDS)}",
-                    )
-                    continue
-                if not handler(self, msg):
-                    return
+            serve_commands(self, lines, self.console, COMMANDS)
         finally:
             self._stop()
             self.join()
@@ -435,7 +401,7 @@ class Agent:
             )
 
 
-COMMANDS: dict[str, Callable[[Agent, Mapping[str, Any]], bool]] = {
+COMMANDS: dict[str, Handler[Agent]] = {
     "run": Agent._run_command,
     "slow": Agent._slow,
     "stop": Agent._stop_command,
@@ -570,6 +536,27 @@ def _hub(
     return "finished"
 
 
+def _hub_summary(
+    cmd: RunCommand,
+    hub: Hub,
+    refused: Counter[Refusal],
+    counts: Counter[str],
+    tokens_merged: float,
+    unsent: int,
+) -> HubSummary:
+    """A hub's summary at the end of the job: what it and its core refused, and its counts."""
+    return HubSummary(
+        cmd.role,
+        "finished",
+        "",
+        time.monotonic() - cmd.origin,
+        tokens_merged,
+        dict(by_reason(refused, hub.refused)),
+        dict(counts),
+        unsent,
+    )
+
+
 def _syncer(agent: Agent, cmd: RunCommand) -> str:
     cfg = cmd.job
     assert isinstance(cfg, DecoupledConfig)
@@ -594,17 +581,7 @@ def _syncer(agent: Agent, cmd: RunCommand) -> str:
         syncer = servers[0]
         for rec in (*core.merges, *syncer.evals, *core.liveness):
             agent.write(rec)
-        refused = Counter({r.value: n for r, n in (core.refused + hub.refused).items()})
-        return HubSummary(
-            cmd.role,
-            "finished",
-            "",
-            time.monotonic() - cmd.origin,
-            core.tokens_merged,
-            dict(refused),
-            dict(core.counts),
-            syncer.unsent,
-        )
+        return _hub_summary(cmd, hub, core.refused, core.counts, core.tokens_merged, syncer.unsent)
 
     return _hub(agent, cmd, serve, summary)
 
@@ -624,17 +601,8 @@ def _coordinator(agent: Agent, cmd: RunCommand) -> str:
     def summary(hub: Hub) -> HubSummary:
         for rec in (*core.commits, *core.reforms):
             agent.write(rec)
-        refused = Counter({r.value: n for r, n in (core.refused + hub.refused).items()})
-        return HubSummary(
-            cmd.role,
-            "finished",
-            "",
-            time.monotonic() - cmd.origin,
-            float(sum(c.tokens for c in core.commits)),
-            dict(refused),
-            dict(core.counts),
-            servers[0].unsent,
-        )
+        tokens = float(sum(c.tokens for c in core.commits))
+        return _hub_summary(cmd, hub, core.refused, core.counts, tokens, servers[0].unsent)
 
     return _hub(agent, cmd, serve, summary)
 
@@ -673,7 +641,7 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
         host_id(fabric, args.host)
         if not 0 <= args.slot < MAX_SLOTS:
             raise ValueError(f"slot must be in 0..{MAX_SLOTS - 1}, got {args.slot}")
-    except (OSError, KeyError, TopologyError, ValueError) as e:
+    except STARTUP_ERRORS as e:
         console.emit("error", host=args.host, slot=args.slot, message=f"{type(e).__name__}: {e}")
         return 2
     torch.set_num_threads(1)  # the hosts share the machine's cores
@@ -684,11 +652,7 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
         console,
         lambda peers: slot_endpoint(fabric, me, peers),
     )
-    t0 = time.monotonic()
-    console.emit("ready", host=args.host, slot=args.slot)
-    agent.serve(inp)
-    console.emit("done", host=args.host, slot=args.slot, total_s=time.monotonic() - t0)
-    return 0
+    return serve_agent(agent, console, inp, host=args.host, slot=args.slot)
 
 
 __all__ = [

@@ -34,13 +34,10 @@ outcome) and ``obs/`` (the parameters and output distributions of every evaluate
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import pathlib
-import re
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
@@ -48,11 +45,19 @@ from typing import IO, Any
 
 import torch
 
+from host.agent_common import (
+    STARTUP_ERRORS,
+    AgentError,
+    Handler,
+    check_hosts,
+    check_origin,
+    check_run_name,
+    mrc_endpoint,
+    serve_agent,
+    serve_commands,
+)
 from host.api import MessageEndpoint
 from host.errors import TransportError
-from host.mrc import Endpoint
-from host.mrc.emulated import emulated_fabric_config
-from host.network import UdpNetwork
 from host.paths import RouteTable, fabric_nics, host_id
 from host.train.cluster import job_dblp_config
 from host.train.diloco.config import DilocoConfig, config_from_json, config_to_json
@@ -60,10 +65,8 @@ from host.train.diloco.errors import ConfigError
 from host.train.diloco.observe import FileObserver
 from host.train.diloco.worker import RoundRecord, WorkerOutcome, WorkerStatus, run_worker
 from host.train_agent import Console
-from topologies.model import Fabric, TopologyError
+from topologies.model import Fabric
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-"""A run's name: it becomes a directory name."""
 ROUND_EVENT_FIELDS = (
     "round",
     "compute_s",
@@ -83,10 +86,6 @@ EndpointFactory = Callable[[], AbstractContextManager[MessageEndpoint]]
 """Opens this host's transport endpoint for one job (closed when the job ends)."""
 
 
-class AgentError(Exception):
-    """A command the agent cannot run; the message says why."""
-
-
 @dataclass(frozen=True)
 class RunCommand:
     """One ``run`` command, checked."""
@@ -101,9 +100,7 @@ class RunCommand:
     def from_message(cls, msg: Mapping[str, Any], fabric: Fabric, me: str) -> RunCommand:
         """Raises: AgentError (a field missing or wrong, a host not in the fabric, this host
         not the rank's)."""
-        run = msg.get("run")
-        if not isinstance(run, str) or not RUN_NAME.match(run):
-            raise AgentError(f"run: a name of letters, digits, '_', '.', '-', got {run!r:.60}")
+        run = check_run_name(msg.get("run"))
         try:
             job = config_from_json(json.dumps(msg.get("job")))
         except ConfigError as e:
@@ -117,14 +114,9 @@ class RunCommand:
             raise AgentError(f"run {run}: rank must be in 0..{job.workers - 1}, got {rank!r}")
         if hosts[rank] != me:
             raise AgentError(f"run {run}: rank {rank} runs on {hosts[rank]}, this is {me}")
-        if not isinstance(origin, int | float) or isinstance(origin, bool):
-            raise AgentError(f"run {run}: origin must be a time.monotonic() value")
-        try:
-            for h in hosts:
-                host_id(fabric, h)
-        except (KeyError, TopologyError) as e:
-            raise AgentError(f"run {run}: {e}") from None
-        return cls(run, job, rank, tuple(hosts), float(origin))
+        start = check_origin(run, origin)
+        check_hosts(fabric, run, hosts)
+        return cls(run, job, rank, tuple(hosts), start)
 
     def to_message(self) -> dict[str, Any]:
         """The command as the driver sends it."""
@@ -204,23 +196,7 @@ class Agent:
 
     def serve(self, lines: Iterable[str]) -> None:
         """Handle commands until ``quit`` or the end of ``lines``."""
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                self.console.emit("refused", message=f"not JSON: {line.strip()!r:.80}")
-                continue
-            name = msg.get("cmd") if isinstance(msg, dict) else None
-            handler = COMMANDS.get(name) if isinstance(name, str) else None
-            if handler is None:
-                self.console.emit(
-                    "refused", message=f"unknown command {name!r:.40}; valid: {', '.join(COMMANDS)}"
-                )
-                continue
-            if not handler(self, msg):
-                return
+        serve_commands(self, lines, self.console, COMMANDS)
 
     def _run_command(self, msg: Mapping[str, Any]) -> bool:
         try:
@@ -291,7 +267,7 @@ def _json_number(value: object) -> object:
     return value
 
 
-COMMANDS: dict[str, Callable[[Agent, Mapping[str, Any]], bool]] = {
+COMMANDS: dict[str, Handler[Agent]] = {
     "run": Agent._run_command,
     "quit": Agent._quit,
 }
@@ -300,18 +276,12 @@ COMMANDS: dict[str, Callable[[Agent, Mapping[str, Any]], bool]] = {
 
 def fabric_endpoint(fabric: Fabric, host: str) -> AbstractContextManager[MessageEndpoint]:
     """An MRC endpoint on ``host``'s plane NICs, settings for the topology's link rate."""
-    net = UdpNetwork(fabric_nics(fabric, host), ecn=True)
-    try:
-        endpoint = Endpoint(
-            net,
-            host_id(fabric, host),
-            RouteTable.from_fabric(fabric, host),
-            emulated_fabric_config(fabric.spec.link_mbps),
-        )
-    except BaseException:
-        net.close()
-        raise
-    return contextlib.closing(endpoint)
+    return mrc_endpoint(
+        fabric,
+        fabric_nics(fabric, host),
+        host_id(fabric, host),
+        RouteTable.from_fabric(fabric, host),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -330,16 +300,12 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     try:
         fabric = Fabric.load(args.topology)
         host_id(fabric, args.host)
-    except (OSError, KeyError, TopologyError, ValueError) as e:
+    except STARTUP_ERRORS as e:
         console.emit("error", host=args.host, message=f"{type(e).__name__}: {e}")
         return 2
     torch.set_num_threads(1)  # one core's worth per worker: the hosts share the machine's
     agent = Agent(fabric, args.host, args.out, console, lambda: fabric_endpoint(fabric, args.host))
-    t0 = time.monotonic()
-    console.emit("ready", host=args.host)
-    agent.serve(inp)
-    console.emit("done", host=args.host, total_s=time.monotonic() - t0)
-    return 0
+    return serve_agent(agent, console, inp, host=args.host)
 
 
 __all__ = ["Agent", "AgentError", "RunCommand", "main", "read_job_records"]

@@ -66,6 +66,14 @@ class Refusal(enum.Enum):
     STALE = "stale"  # elastic: a round or incarnation the coordinator has moved past
 
 
+def by_reason(*refused: Counter[Refusal]) -> Counter[str]:
+    """Refusals summed and keyed by the reason's name (as the records and summaries hold them)."""
+    total: Counter[Refusal] = Counter()
+    for c in refused:
+        total += c
+    return Counter({r.value: n for r, n in total.items()})
+
+
 @dataclass(frozen=True)
 class Inbound:
     """What a hub's reader filed: a member's message (None: its connection ended)."""

@@ -55,7 +55,7 @@ from host.train.decoupled.elastic import (
 from host.train.decoupled.errors import ConfigError, RunFailed
 from host.train.decoupled.fragments import Fragmentation, fragment_model
 from host.train.decoupled.learner import LearnerLog, LearnerState, StepRecord, run_learner
-from host.train.decoupled.link import Hub, Refusal
+from host.train.decoupled.link import Hub, Refusal, by_reason
 from host.train.decoupled.process import Slot
 from host.train.decoupled.syncer import EvalPoint, LivenessEvent, MergeRecord, Syncer, SyncerCore
 from host.train.diloco.run import cluster_for, mrc_for
@@ -195,6 +195,16 @@ def _cluster(
 
 def _intervals(slots: Sequence[Slot], kind: str) -> float:
     return sum(i.end_s - i.start_s for s in slots for i in s.intervals if i.kind == kind)
+
+
+def _counts(members: Sequence[Counter[str]], hub: Counter[str], unsent: int) -> Counter[str]:
+    """The members' and the hub's counters summed, with what the hub left unsent."""
+    counts: Counter[str] = Counter()
+    for c in members:
+        counts.update(c)
+    counts.update(hub)
+    counts["unsent"] = unsent
+    return counts
 
 
 @dataclass
@@ -360,16 +370,12 @@ def _run_decoupled(cfg: DecoupledConfig, cl: EmuCluster, chaos: Schedule | None)
         origin=origin,
     )
     syncer, slots, wall = servers[0], ran.slots, ran.wall_s
-    refused = Counter({r.value: n for r, n in (core.refused + ran.hub_refused).items()})
+    refused = by_reason(core.refused, ran.hub_refused)
     steps = tuple(
         sorted((s for log in logs for s in log.steps), key=lambda s: (s.start_at_s, s.learner))
     )
     work = metrics.decoupled_work(steps, core.merges)
-    counts: Counter[str] = Counter()
-    for log in logs:
-        counts.update(log.counts)
-    counts.update(core.counts)
-    counts["unsent"] = syncer.unsent
+    counts = _counts([log.counts for log in logs], core.counts, syncer.unsent)
     counts["bytes_to_syncer"] = sum(log.bytes_sent for log in logs)
     counts["bytes_from_syncer"] = sum(log.bytes_received for log in logs)
     final = syncer.evals[-1].val_loss if syncer.evals else math.nan
@@ -496,18 +502,14 @@ def _run_elastic(cfg: ElasticConfig, cl: EmuCluster, chaos: Schedule | None) -> 
         origin=origin,
     )
     coordinator, slots, wall = servers[0], ran.slots, ran.wall_s
-    refused = Counter({r.value: x for r, x in (core.refused + ran.hub_refused).items()})
+    refused = by_reason(core.refused, ran.hub_refused)
     attempts = tuple(
         sorted((a for log in logs for a in log.attempts), key=lambda a: (a.start_at_s, a.worker))
     )
     work = metrics.elastic_work(attempts)
     evals = [e for log in logs for e in log.evals]
     curve = tuple(metrics.elastic_curve(evals, core.commits))
-    counts: Counter[str] = Counter()
-    for log in logs:
-        counts.update(log.counts)
-    counts.update(core.counts)
-    counts["unsent"] = coordinator.unsent
+    counts = _counts([log.counts for log in logs], core.counts, coordinator.unsent)
     summary = metrics.summarize(
         "elastic_dp",
         work,

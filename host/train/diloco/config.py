@@ -405,12 +405,7 @@ def config_from_json(text: str | bytes) -> DilocoConfig:
         ConfigError: not JSON, an unknown setting (with the nearest name), a wrong type or
             value, or an invalid combination (the setting's path is named).
     """
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"the job is not JSON: {e}") from None
-    cfg: DilocoConfig = _decode_dataclass(DilocoConfig, doc, "")
-    return cfg
+    return _from_json(DilocoConfig, text, "the job")
 
 
 SettingsT = typing.TypeVar("SettingsT")
@@ -424,9 +419,14 @@ def settings_from_json(kind: type[SettingsT], text: str | bytes) -> SettingsT:
         ConfigError: not JSON, an unknown setting, a wrong type or value, or an invalid
             combination (the setting's path is named).
     """
+    return _from_json(kind, text, "the settings")
+
+
+def _from_json(kind: type[SettingsT], text: str | bytes, what: str) -> SettingsT:
+    """Raises: ConfigError (as :func:`settings_from_json`; ``what`` names the document)."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"the settings are not JSON: {e}") from None
+        raise ConfigError(f"{what} is not JSON: {e}") from None
     out: SettingsT = _decode_dataclass(kind, doc, "")
     return out
