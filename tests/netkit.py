@@ -17,8 +17,9 @@ The building blocks live in :mod:`switch.device.netns` (the benchmark harness us
 re-exported here.
 
 Tests of a whole fabric (Mininet) add :data:`MININET_MARK` (skip without ``mnexec``) and the
-``no_fabric_running`` fixture (skip while a fabric runs: one at a time per machine), and check
-with :func:`processes_left` that no agent process outlived them.
+``no_fabric_running`` fixture (skip while a fabric runs: one at a time per machine), run an
+experiment's ``--quick`` form on the fabric with :func:`run_quick_on_fabric`, and check with
+:func:`processes_left` that no agent process outlived them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -70,6 +72,7 @@ __all__ = [
     "netkit",
     "no_fabric_running",
     "processes_left",
+    "run_quick_on_fabric",
     "read_if_stat",
     "run_in_netns",
 ]
@@ -107,6 +110,19 @@ def processes_left(pattern: str) -> list[str]:
     """``pgrep -af pattern``: the processes whose command line matches (pgrep left out)."""
     out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
     return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+def run_quick_on_fabric(
+    module: str, results: pathlib.Path, timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> --quick --network fabric --results <results>``, asserted to exit
+    0 (the failure shows the end of its output)."""
+    cmd = [sys.executable, "-m", module, "--quick", "--network", "fabric"]
+    done = subprocess.run(
+        [*cmd, "--results", str(results)], capture_output=True, text=True, timeout=timeout_s
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done
 
 
 def _install_sigterm_handler() -> None:

@@ -12,8 +12,6 @@ machine.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,13 @@ import pytest
 from experiments.decoupled_figures import Outputs
 from experiments.outputs import read_rows
 from host.train.decoupled.records import MemberEnd, read_records
-from tests.netkit import FABRIC_RUNNING, MININET_MARK, NET_MARKS, processes_left
+from tests.netkit import (
+    FABRIC_RUNNING,
+    MININET_MARK,
+    NET_MARKS,
+    processes_left,
+    run_quick_on_fabric,
+)
 
 pytestmark = [*NET_MARKS, MININET_MARK, pytest.mark.usefixtures("no_fabric_running")]
 
@@ -36,11 +40,7 @@ def test_the_quick_chaos_run_finishes_through_the_fabric_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:
     before = agents_left()
-    cmd = [sys.executable, "-m", "experiments.decoupled", "--quick", "--network", "fabric"]
-    done = subprocess.run(
-        [*cmd, "--results", str(tmp_path)], capture_output=True, text=True, timeout=QUICK_TIMEOUT_S
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run_quick_on_fabric("experiments.decoupled", tmp_path, QUICK_TIMEOUT_S)
     assert "fabric up" in done.stdout and "fabric down" in done.stdout
     assert "[met] every run ended with every process stopped: 2 of 2" in done.stdout
     where = Outputs(tmp_path / "decoupled.csv")

@@ -11,8 +11,6 @@ stop, the next job runs on a fresh agent. Skipped when a fabric is already runni
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +21,13 @@ from experiments.faults import TimedAction
 from experiments.gossip_figures import Outputs, failure_figures
 from experiments.outputs import read_rows
 from host.train.diloco.config import DilocoConfig
-from tests.netkit import FABRIC_RUNNING, MININET_MARK, NET_MARKS, processes_left
+from tests.netkit import (
+    FABRIC_RUNNING,
+    MININET_MARK,
+    NET_MARKS,
+    processes_left,
+    run_quick_on_fabric,
+)
 from topologies.emulation.bringup import own_fabric
 from topologies.model import FabricSpec
 
@@ -39,11 +43,7 @@ def agents_left() -> list[str]:
 def test_the_quick_experiment_runs_every_method_and_the_failure_through_the_fabric(
     tmp_path: Path,
 ) -> None:
-    cmd = [sys.executable, "-m", "experiments.gossip", "--quick", "--network", "fabric"]
-    done = subprocess.run(
-        [*cmd, "--results", str(tmp_path)], capture_output=True, text=True, timeout=QUICK_TIMEOUT_S
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run_quick_on_fabric("experiments.gossip", tmp_path, QUICK_TIMEOUT_S)
     assert "targets" in done.stdout and "failure scenario 'host'" in done.stdout
     where = Outputs(tmp_path / "gossip.csv")
     runs = read_rows(where.out)
