@@ -13,7 +13,9 @@
 ``ecn K|off``                              CE-mark threshold of every port, in packets
 ``trim K|off``                             trim UDP packets finding K queued (MRC NACKs them)
 ``telemetry watch|recent``                 stream / list microburst records
-``counters [SWITCH]``                      per-port packets, bytes, drops, ECN marks, trims
+``counters [SWITCH] [--by-reason]``        per-port packets, bytes, drops (the program's and
+                                           the switch's: tail drops, overruns...), ECN marks,
+                                           trims; ``--by-reason``: drops by reason, port, queue
 ``help``                                   this table
 =========================================  ==================================================
 
@@ -43,6 +45,7 @@ from controller.conditions import (
     loss_threshold,
 )
 from controller.dataplane import SwitchView, path_delivers, views, working_paths
+from controller.drops import PortDrops, TargetDrop, add_up, describe, per_port, summarize
 from controller.entries import Group, Member, TableEntry
 from controller.errors import CommandError, ControllerError
 from controller.incast import plan_incast, run_incast
@@ -189,6 +192,12 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
     ctl = ctx.ctl
     pipelines = run_parallel(ctl.sessions.values(), lambda s: s.fetch_pipeline(STATUS_TIMEOUT_S))
     marked = ctl.conditions.down_ends(ctl.wiring)
+    answered = [
+        s
+        for name, s in ctl.sessions.items()
+        if not isinstance(pipelines.get(name), Exception | None) and s.schema is not None
+    ]
+    drops = run_parallel(answered, _switch_drop_reasons)
     rows = []
     for name, s in ctl.sessions.items():
         got = pipelines.get(name)
@@ -201,6 +210,12 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
             pipeline = "ours" if None in (ctl.cookie, cookie) or cookie == ctl.cookie else "other"
         down = sorted(port for sw, port in marked if sw == name)
         lossy = sorted(e.port for e in ctl.conditions.losses if e.switch == name)
+        reasons = drops.get(name)
+        if isinstance(reasons, dict):
+            drop_pkts: int | str = sum(reasons.values())
+            why = describe(reasons)
+        else:
+            drop_pkts, why = "", "unavailable" if reasons is None else f"error: {reasons}"
         rows.append(
             (
                 name,
@@ -213,6 +228,8 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
                 len(s.installed),
                 ",".join(map(str, down)) or "-",
                 ",".join(map(str, lossy)) or "-",
+                drop_pkts,
+                why,
                 s.last_error or "",
             )
         )
@@ -227,9 +244,24 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
         "entries",
         "ports_down",
         "lossy_ports",
+        "drop_pkts",
+        "drops_by_reason",
         "last_error",
     )
     return Result.table(cols, rows, describe_conditions(ctx))
+
+
+def _switch_drop_reasons(s: SwitchSession) -> dict[str, int]:
+    """One switch's drops by reason (the target's and the program's, each packet once)."""
+    return summarize(s.read_target_drops(), program_reasons(s.read_counters([fp.DROP_REASONS])))
+
+
+def program_reasons(counters: dict[tuple[str, int], tuple[int, int]]) -> dict[str, int]:
+    """fabric.p4's ``drop_reasons`` counter by reason name."""
+    return {
+        label: counters.get((fp.DROP_REASONS, code), (0, 0))[0]
+        for code, label in fp.DROP_REASON_NAMES.items()
+    }
 
 
 # -- routes --------------------------------------------------------------------------------
@@ -438,47 +470,123 @@ def cmd_trim(ctx: Context, p: Parsed) -> Result:
 # -- counters, telemetry, incast -----------------------------------------------------------
 
 
-def cmd_counters(ctx: Context, p: Parsed) -> Result:
-    ctl = ctx.ctl
-    names = [ctl.wiring.check_switch(p.args[0]).name] if p.args else list(ctl.sessions)
+COUNTER_COLUMNS = (
+    "switch",
+    "port",
+    "peer",
+    "rx_pkts",
+    "rx_bytes",
+    "tx_pkts",
+    "tx_bytes",
+    "rx_drop_pkts",
+    "tx_drop_pkts",
+    "tail_drop_pkts",
+    "switch_drop_pkts",
+    "ecn_marked_pkts",
+    "trimmed_pkts",
+)
+DROP_COLUMNS = ("switch", "port", "peer", "queue", "source", "reason", "drop_pkts")
 
-    def one(s: SwitchSession) -> dict[tuple[str, int], tuple[int, int]]:
+
+@dataclass(frozen=True)
+class SwitchCounters:
+    """What ``counters`` reads from one switch: the program's counters, the target's drops."""
+
+    program: dict[tuple[str, int], tuple[int, int]]
+    target: tuple[TargetDrop, ...] | None  # None: the target has no drop counters (BMv2)
+
+    def program_reasons(self) -> dict[str, int]:
+        return program_reasons(self.program)
+
+    def reasons(self) -> dict[str, int]:
+        return summarize(self.target, self.program_reasons())
+
+
+def read_switch_counters(ctl: FabricController, names: list[str]) -> dict[str, SwitchCounters]:
+    """Every port counter and drop reason of ``names``, all switches in parallel.
+
+    Raises:
+        ControllerError: a switch did not answer.
+    """
+
+    def one(s: SwitchSession) -> SwitchCounters:
         ports = ctl.wiring.switch_ports(s.name)
-        return {**s.read_counters(fp.PORT_COUNTERS, ports), **s.read_counters([fp.DROP_REASONS])}
+        program = {
+            **s.read_counters(fp.PORT_COUNTERS, ports),
+            **s.read_counters([fp.DROP_REASONS]),
+        }
+        return SwitchCounters(program, s.read_target_drops())
 
     read = run_parallel([ctl.sessions[n] for n in names], one)
-    rows = []
-    reasons: dict[str, int] = {}
+    out: dict[str, SwitchCounters] = {}
     for name in names:
         c = read[name]
         if isinstance(c, Exception):
             raise ControllerError(f"{name}: {c}")
+        out[name] = c
+    return out
+
+
+def _drops_message(read: dict[str, SwitchCounters]) -> str:
+    total = add_up(c.reasons() for c in read.values())
+    msg = f"drops by reason: {describe(total)}"
+    blind = [n for n, c in read.items() if c.target is None]
+    if blind:
+        msg += f" (switch drops unavailable from {', '.join(blind)}: no target drop counters)"
+    return msg
+
+
+def cmd_counters(ctx: Context, p: Parsed) -> Result:
+    ctl = ctx.ctl
+    names = [ctl.wiring.check_switch(p.args[0]).name] if p.args else list(ctl.sessions)
+    read = read_switch_counters(ctl, names)
+    if p.opts.get("--by-reason"):
+        return _drops_by_reason(ctl, read)
+    rows = []
+    for name, sc in read.items():
+        c = sc.program
+        target = per_port(sc.target or ())
         for port in ctl.wiring.switch_ports(name):
             end = ctl.wiring.peer(name, port)
             cells = [c.get((counter, port), (0, 0)) for counter in fp.PORT_COUNTERS]
             (rx, rx_b), (tx, tx_b), (rxd, _), (txd, _), (ecn, _), (trim, _) = cells
+            td = target.get(port, PortDrops())
+            tail: int | str = td.tail if sc.target is not None else ""
+            other: int | str = td.switch if sc.target is not None else ""
             rows.append(
-                (name, port, end.name if end else "", rx, rx_b, tx, tx_b, rxd, txd, ecn, trim)
+                (
+                    name,
+                    port,
+                    end.name if end else "",
+                    rx,
+                    rx_b,
+                    tx,
+                    tx_b,
+                    rxd,
+                    txd,
+                    tail,
+                    other,
+                    ecn,
+                    trim,
+                )
             )
-        for code, label in fp.DROP_REASON_NAMES.items():
-            n = c.get((fp.DROP_REASONS, code), (0, 0))[0]
+    return Result.table(COUNTER_COLUMNS, rows, _drops_message(read))
+
+
+def _drops_by_reason(ctl: FabricController, read: dict[str, SwitchCounters]) -> Result:
+    """``counters --by-reason``: one row per switch, port, queue and reason with drops."""
+    rows: list[tuple[object, ...]] = []
+    for name, sc in read.items():
+        for d in sc.target or ():
+            end = ctl.wiring.peer(name, d.port)
+            source = "program" if d.program else "switch"
+            rows.append(
+                (name, d.port, end.name if end else "", d.queue, source, d.reason, d.packets)
+            )
+        for reason, n in sc.program_reasons().items():
             if n:
-                reasons[label] = reasons.get(label, 0) + n
-    cols = (
-        "switch",
-        "port",
-        "peer",
-        "rx_pkts",
-        "rx_bytes",
-        "tx_pkts",
-        "tx_bytes",
-        "rx_drop_pkts",
-        "tx_drop_pkts",
-        "ecn_marked_pkts",
-        "trimmed_pkts",
-    )
-    why = ", ".join(f"{k} {v}" for k, v in reasons.items()) or "none"
-    return Result.table(cols, rows, f"drops by reason: {why}")
+                rows.append((name, None, "", None, "program counter", reason, n))
+    return Result.table(DROP_COLUMNS, rows, _drops_message(read))
 
 
 BURST_COLUMNS = (*CSV_COLUMNS, "peer")
@@ -666,7 +774,14 @@ COMMANDS: dict[str, Command] = {
             1,
             1,
         ),
-        Command("counters", "counters [SWITCH]", "per-port counters", cmd_counters, max_args=1),
+        Command(
+            "counters",
+            "counters [SWITCH] [--by-reason]",
+            "per-port counters and drops (--by-reason: drops by reason, port and queue)",
+            cmd_counters,
+            (Option("--by-reason", bool, "one row per switch, port, queue and drop reason"),),
+            max_args=1,
+        ),
         Command("help", "help", "the commands", cmd_help),
     )
 }

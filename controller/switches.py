@@ -24,6 +24,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller import program as fp
 from controller.config import ControllerConfig
+from controller.drops import NO_TARGET_DROPS, TargetDrop, decode_drops, drop_read
 from controller.entries import Diff, Entity, EntityMap, Group, Member, TableEntry, diff, index
 from controller.errors import FabricUnavailable, P4RuntimeError, SchemaError
 from controller.p4rt import (
@@ -218,6 +219,17 @@ class SwitchSession:
                 name, idx, packets, nbytes = schema.decode_counter(m.counter_entry)
                 out[(name, idx)] = (packets, nbytes)
         return out
+
+    def read_target_drops(self) -> tuple[TargetDrop, ...] | None:
+        """The switch target's drop counters by reason, port and queue, in one Read (None: the
+        target has none, e.g. BMv2; :mod:`controller.drops`)."""
+        try:
+            msgs = self.client.read([drop_read()])
+        except P4RuntimeError as err:
+            if err.code == "UNIMPLEMENTED" or any(err.only(code) for code in NO_TARGET_DROPS):
+                return None
+            raise
+        return decode_drops(msgs)
 
     def enable_digest(self, name: str) -> None:
         """Insert the DigestEntry (or modify it when one exists) with the configured timeouts."""

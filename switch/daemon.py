@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
+from switch.pipeline.drops import DropReason
 
 if TYPE_CHECKING:
     from switch.device.control import RuntimeCliServer
@@ -223,6 +224,7 @@ class SwitchDaemon:
                 ports.add(num, ifname)
             except OSError as e:
                 raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
+        self.device.io_drops = ports.drop_cells
         if self.args.pcap is not None:
             from switch.device.pcap import PcapWriter
 
@@ -288,9 +290,16 @@ class SwitchDaemon:
                         dev.receive(port, data)
                     except Exception:  # noqa: BLE001 - one bad packet must not stop the switch
                         log.exception("packet from port %d dropped by an internal error", port)
+                        dev.drops.count(DropReason.INTERNAL_ERROR, port)
                 out = dev.service_queues(BATCH)
+                if out:
+                    kept = [(port, data) for port, data in out if port in attached]
+                    if len(kept) != len(out):
+                        for port, _data in out:
+                            if port not in attached:
+                                dev.drops.count(DropReason.NO_PORT, port)
+                    out = kept
             if out:
-                out = [(port, data) for port, data in out if port in attached]
                 ports.send_batch(out)
                 if pcaps or log_packets:
                     for port, data in out:

@@ -10,6 +10,12 @@ Packet flow: :meth:`Device.receive` runs ingress and enqueues into the traffic m
 frames to transmit. Frames for the CPU port become PacketIn messages (the ``packet_in``
 controller header is cut off and decoded); PacketOut messages enter ingress on the CPU port with
 a ``packet_out`` header built from their metadata.
+
+Drops: every packet the device loses is counted once by reason and port in ``device.drops``
+(:mod:`switch.pipeline.drops`): the executor counts the program's drops, the traffic manager its
+tail drops, the device what has no pipeline or no controller header; the port layer's own
+counts (ring overruns, send failures) come in through ``io_drops`` when they are read, and
+:meth:`Device.drop_cells` returns them all.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 from switch.compile import CompiledProgram
 from switch.device.tm import TrafficManager
 from switch.errors import P4Error
+from switch.pipeline.drops import DropCell, DropCounters, DropReason, merge_cells
 from switch.pipeline.state import SwitchState
 from switch.pipeline.v1model import EgressJob, InstanceType, V1Switch
 from switch.schema import ControllerHeaderSpec
@@ -141,8 +148,13 @@ class Device:
         self.pipeline: Pipeline | None = None
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         self.switch: V1Switch | None = None
-        self.tm = TrafficManager(priority_queues, queue_depth)
+        self.drops = DropCounters()  # by reason and port, kept across pipeline changes
+        self.tm = TrafficManager(priority_queues, queue_depth, self.drops)
         self.counters = DeviceCounters()
+        # The port layer's drop counts (ring overruns, send failures), read on demand; the
+        # daemon sets it to its PortSet's (call with ``lock`` held).
+        self.io_drops: Callable[[], list[DropCell]] | None = None
+        self.tm.drop_cells = self.drop_cells
         self.on_packet_in: PacketInHook | None = None
         self.on_pipeline_change: Callable[[], None] | None = None
         self._start_ns = time.monotonic_ns()
@@ -172,7 +184,7 @@ class Device:
         """Make ``pipeline`` the running one; forwarding state starts empty unless kept."""
         with self.lock:
             old = self.switch
-            sw = V1Switch(pipeline.program, seed=self.seed, clock=self.now_us)
+            sw = V1Switch(pipeline.program, seed=self.seed, clock=self.now_us, drops=self.drops)
             if keep_state and old is not None:
                 _carry_state(old.state, sw.state)
             self.switch = sw
@@ -188,6 +200,7 @@ class Device:
         self.counters.rx += 1
         if sw is None:
             self.counters.no_pipeline_drops += 1
+            self.drops.count(DropReason.NO_PIPELINE, port)
             return 0
         sw.counters.received += 1
         now = self.now_us()
@@ -198,6 +211,7 @@ class Device:
         sw = self.switch
         if sw is None or self.cpu_port is None:
             self.counters.no_pipeline_drops += 1
+            self.drops.count(DropReason.NO_PIPELINE, self.cpu_port or 0)
             return 0
         spec = _controller_header(sw.program, "packet_out")
         data = payload if spec is None else _encode_header(spec, metadata) + payload
@@ -226,6 +240,7 @@ class Device:
                 and not pq.rate_bps
                 and job.priority < tm.nq
                 and not any(pq.queues)
+                and pq.depth[job.priority]  # a queue of depth 0 drops everything
             ):
                 pq.enqueued += 1
                 pq.dequeued += 1
@@ -292,9 +307,18 @@ class Device:
             return
         decoded = _decode_header(spec, data)
         if decoded is None:
+            self.drops.count(DropReason.PACKET_IN_MALFORMED, self.cpu_port or 0)
             return
         values, payload = decoded
         hook(payload, values)
+
+    def drop_cells(self) -> list[DropCell]:
+        """Every drop so far by reason, port and queue, the port layer's included.
+
+        Call with ``lock`` held.
+        """
+        io = self.io_drops() if self.io_drops is not None else []
+        return merge_cells(self.drops.cells(), io)
 
     def next_departure_us(self) -> float | None:
         """When the data path must run again to send something (None: nothing pending)."""

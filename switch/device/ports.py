@@ -36,6 +36,7 @@ import fcntl
 import select
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -59,6 +60,7 @@ from switch.device.packet_ring import (
     PacketRings,
     insert_vlan,
 )
+from switch.pipeline.drops import DropCell, DropReason
 
 __all__ = ["Port", "PortCounters", "PortOptions", "PortSet", "disable_offloads"]
 
@@ -84,6 +86,7 @@ class PortCounters:
     rx_dropped: int = 0  # dropped by the kernel: ring or receive buffer full (PACKET_STATISTICS)
     tx_errors: int = 0  # frames the kernel refused or had no room for
     malformed: int = 0  # runts, truncated (too large) frames, frames to send of a bad size
+    tx_malformed: int = 0  # of those, the frames to send
     csum_partial: int = 0  # received with an unfinished checksum (sender offloads on)
     errors: int = 0  # socket errors reported by the kernel (link went down, device removed)
 
@@ -132,6 +135,7 @@ class Port:
         self.number = number
         self.ifname = ifname
         self.counters = PortCounters()
+        self._kernel_lock = threading.Lock()  # folding PACKET_STATISTICS (read and reset)
         self.closed = False
         self.ring_min_batch = ring_min_batch
         self._rings: PacketRings | None = None
@@ -316,6 +320,7 @@ class Port:
                 if lo <= len(f) <= hi or (hi < len(f) <= top and f[12:14] in _VLAN_TYPES)
             ]
             self.counters.malformed += len(frames) - len(ok)
+            self.counters.tx_malformed += len(frames) - len(ok)
         return ok
 
     def _send_plain(self, frames: Sequence[bytes]) -> int:
@@ -385,9 +390,10 @@ class Port:
 
     # -- counters and teardown -------------------------------------------------------------
 
-    def read_counters(self) -> PortCounters:
-        """The counters, with the kernel's drop count (``PACKET_STATISTICS``) folded in."""
-        if not self.closed:
+    def _fold_kernel_drops(self) -> None:
+        with self._kernel_lock:
+            if self.closed:
+                return
             try:
                 _packets, drops = struct.unpack(
                     "II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
@@ -395,6 +401,30 @@ class Port:
                 self.counters.rx_dropped += drops  # the kernel resets them on every read
             except OSError:
                 pass
+
+    def drop_cells(self) -> list[DropCell]:
+        """This port's drops by reason: ring overruns (read from the kernel now), frames of a
+        bad size, send failures. Safe from another thread than the data path's: it changes
+        nothing the data path counts."""
+        self._fold_kernel_drops()
+        c = self.counters
+        rings = self._rings
+        tx_failed = c.tx_errors + (rings.tx_errors if rings is not None else 0)
+        n = self.number
+        return [
+            DropCell(reason, n, None, count)
+            for reason, count in (
+                (DropReason.RX_OVERRUN, c.rx_dropped),
+                (DropReason.RX_MALFORMED, c.malformed - c.tx_malformed),
+                (DropReason.TX_MALFORMED, c.tx_malformed),
+                (DropReason.TX_FAILED, tx_failed),
+            )
+            if count
+        ]
+
+    def read_counters(self) -> PortCounters:
+        """The counters, with the kernel's drop count (``PACKET_STATISTICS``) folded in."""
+        self._fold_kernel_drops()
         rings = self._rings
         if rings is not None and rings.tx_errors:
             self.counters.tx_errors += rings.tx_errors
@@ -451,6 +481,7 @@ class PortSet:
         self._poll = select.poll()
         self._by_fd: dict[int, Port] = {}
         self.unknown_port = 0  # frames sent to a port number that is not in the set
+        self.unknown_ports: dict[int, int] = {}  # the same, by port number
         self.closed = False
 
     def add(self, number: int, ifname: str, **options: Unpack[PortOptions]) -> Port:
@@ -544,7 +575,7 @@ class PortSet:
         """Queue ``frame`` on port ``number`` (sent at once without a TX ring, else at flush)."""
         port = self._ports.get(number)
         if port is None:
-            self.unknown_port += 1
+            self._unknown(number, 1)
             return False
         return port.queue(frame)
 
@@ -552,7 +583,7 @@ class PortSet:
         """Transmit ``frame`` on port ``number`` now; False when refused (counted)."""
         port = self._ports.get(number)
         if port is None:
-            self.unknown_port += 1
+            self._unknown(number, 1)
             return False
         return port.send(frame)
 
@@ -573,10 +604,14 @@ class PortSet:
         for number, group in groups.items():
             port = ports.get(number)
             if port is None:
-                self.unknown_port += len(group)
+                self._unknown(number, len(group))
             else:
                 sent += port.send_many(group)
         return sent
+
+    def _unknown(self, number: int, n: int) -> None:
+        self.unknown_port += n
+        self.unknown_ports[number] = self.unknown_ports.get(number, 0) + n
 
     def flush(self) -> None:
         """Transmit whatever is queued in TX rings."""
@@ -586,6 +621,16 @@ class PortSet:
     def counters(self) -> dict[int, PortCounters]:
         """Per-port counters (reads the kernel's drop counts)."""
         return {p.number: p.read_counters() for p in self._order}
+
+    def drop_cells(self) -> list[DropCell]:
+        """Drops of every port by reason (:meth:`Port.drop_cells`), and frames sent to a port
+        number not in the set (``no_port``)."""
+        out = [cell for p in self._order for cell in p.drop_cells()]
+        out.extend(
+            DropCell(DropReason.NO_PORT, port, None, n)
+            for port, n in sorted(self.unknown_ports.items())
+        )
+        return out
 
     def close(self) -> None:
         """Close every port (idempotent)."""

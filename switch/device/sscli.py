@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from switch.device.tm import TrafficManager
 from switch.errors import P4Error
+from switch.pipeline.drops import BY_NAME, REASONS
 from switch.pipeline.state import SwitchState
 from switch.pipeline.tables import TableEntry
 from switch.schema import ActionCall, KeySpec, MatchKind
@@ -117,6 +118,27 @@ def show_queues(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str
             f"{port:>4}  {pq.size():>5}  {pq.max_depth_seen:>9}  {pq.enqueued:>8}  "
             f"{pq.dequeued:>8}  {pq.drops:>5}  {rate}"
         )
+    return "\n".join(lines)
+
+
+def show_drops(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str:
+    """show_drops [port]: packets dropped by reason, port and queue (nonzero counts only)."""
+    t = _tm(tm)
+    port = _int(a[0], "port") if a else None
+    lines = ["reason               port  queue  packets  charged  what"]
+    total = 0
+    for c in t.drop_cells():
+        if port is not None and c.port != port:
+            continue
+        info = REASONS[c.reason]
+        q = "-" if c.queue is None else str(c.queue)
+        lines.append(
+            f"{info.name:<20} {c.port:>5}  {q:>5}  {c.packets:>7}  {info.charged:<7}  {info.help}"
+        )
+        total += c.packets
+    lines.append(f"total {total} packets dropped")
+    if not total:
+        lines.append(f"reasons counted: {', '.join(BY_NAME)}")
     return "\n".join(lines)
 
 
@@ -366,6 +388,9 @@ COMMANDS: dict[str, Command] = {
         "set_queue_rate <rate>[pps|bps|mbps] [port]", 1, 2, set_queue_rate, "egress drain rate"
     ),
     "show_queues": Command("show_queues", 0, 0, show_queues, "queue depths and drops"),
+    "show_drops": Command(
+        "show_drops [port]", 0, 1, show_drops, "packets dropped by reason, port and queue"
+    ),
     "mirroring_add": Command(
         "mirroring_add <session> <port>",
         2,

@@ -3,7 +3,9 @@
 Like BMv2's simple_switch: every egress port has ``priority_queues`` FIFO queues (1 unless
 configured), each holding at most ``depth`` packets (64 by default) and drained at ``rate``
 (packets per second, or bits per second when given in bps; unlimited by default). A packet
-arriving at a full queue is tail-dropped and counted. ``standard_metadata.priority`` selects the
+arriving at a full queue is tail-dropped and counted (per port and queue, in the device's
+:class:`~switch.pipeline.drops.DropCounters` as ``tail_drop``; a priority without a queue as
+``no_queue``). ``standard_metadata.priority`` selects the
 queue; a higher priority is served first (strict priority). Queue depths seen at enqueue and
 dequeue and the time spent in the queue become ``enq_qdepth``, ``deq_qdepth`` and
 ``deq_timedelta`` (microseconds).
@@ -15,8 +17,11 @@ time in microseconds.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from switch.pipeline.drops import MAX_QUEUES, DropCell, DropCounters, DropReason
 
 DEFAULT_DEPTH = 64
 
@@ -41,10 +46,19 @@ class PortQueue:
 
 
 class TrafficManager:
-    def __init__(self, priority_queues: int = 1, depth: int = DEFAULT_DEPTH) -> None:
-        if priority_queues < 1 or priority_queues > 8:
-            raise ValueError("priority_queues must be between 1 and 8")
+    def __init__(
+        self,
+        priority_queues: int = 1,
+        depth: int = DEFAULT_DEPTH,
+        drops: DropCounters | None = None,
+    ) -> None:
+        if priority_queues < 1 or priority_queues > MAX_QUEUES:
+            raise ValueError(f"priority_queues must be between 1 and {MAX_QUEUES}")
         self.nq = priority_queues
+        self.drops = drops if drops is not None else DropCounters()
+        # What ``show_drops`` reads: these counts; the device adds its ports' (ring overruns,
+        # send failures) by replacing it with :meth:`~switch.device.device.Device.drop_cells`.
+        self.drop_cells: Callable[[], list[DropCell]] = self.drops.cells
         self.default_depth = depth
         self.default_rate_pps = 0.0
         self.default_rate_bps = 0.0
@@ -108,11 +122,13 @@ class TrafficManager:
         if priority >= self.nq:
             # BMv2 drops packets whose priority has no queue
             pq.drops += 1
+            self.drops.count(DropReason.NO_QUEUE, port)
             return None
         q = pq.queues[priority]
         if len(q) >= pq.depth[priority]:
             pq.drops += 1
             pq.prio_drops[priority] += 1
+            self.drops.count(DropReason.TAIL_DROP, port, priority)
             return None
         depth = pq.size()
         q.append((now_us, item))

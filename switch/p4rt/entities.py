@@ -16,6 +16,7 @@ from switch.p4rt.entity_externs import Counters, Digests, Meters, Registers, Val
 from switch.p4rt.entity_pre import ReplicationEntries
 from switch.p4rt.entity_profiles import ProfileGroups, ProfileMembers
 from switch.p4rt.entity_tables import DirectCounterEntries, DirectMeterEntries, TableEntries
+from switch.p4rt.entity_target import TargetExterns
 from switch.p4rt.status import INVALID_ARGUMENT, UNIMPLEMENTED, P4RTError
 from switch.p4rt.target import Target
 
@@ -42,7 +43,7 @@ class Unsupported:
 
 
 HANDLERS: dict[str, EntityHandler] = {
-    "extern_entry": Unsupported("ExternEntry: v1model has no architecture-specific externs"),
+    "extern_entry": TargetExterns(),
     "table_entry": TableEntries(),
     "action_profile_member": ProfileMembers(),
     "action_profile_group": ProfileGroups(),

@@ -137,7 +137,13 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         if pipeline is None or state is None:
             raise P4RTError(FAILED_PRECONDITION, NO_PIPELINE)
         self.extras.bind(state)  # a state committed by someone else starts without extras
-        return Target(state, self.view_for(pipeline), self.extras, self.digests.config_changed)
+        return Target(
+            state,
+            self.view_for(pipeline),
+            self.extras,
+            self.digests.config_changed,
+            self.device.drop_cells,
+        )
 
     # ----- checks shared by RPCs
 

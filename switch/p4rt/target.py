@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from switch.p4rt.pipeline_view import PipelineView
+from switch.pipeline.drops import DropCell
 from switch.pipeline.pre import Replica
 from switch.pipeline.state import SwitchState
 from switch.schema import ActionCall
@@ -48,3 +49,5 @@ class Target:
     extras: Extras
     # Called with a digest name when its configuration changes (the digest engine flushes it).
     on_digest_config: Callable[[str], None] = lambda name: None
+    # The device's drop counters by reason, port and queue (target-specific ExternEntry reads).
+    drop_cells: Callable[[], list[DropCell]] = lambda: []

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from switch.pipeline import support
+from switch.pipeline.drops import DropCounters, DropReason
 from switch.pipeline.hashes import compute_hash, pack_bits, v1model_hash_result
 from switch.pipeline.state import SwitchState
 
@@ -167,8 +168,11 @@ class V1Switch:
         *,
         seed: int = 0,
         clock: Callable[[], int] | None = None,
+        drops: DropCounters | None = None,
     ) -> None:
         self.program = program
+        # by reason and port; the device passes its own so that counts outlive a pipeline
+        self.drops = drops if drops is not None else DropCounters()
         self.state = state if state is not None else SwitchState(program.schema)
         self.rt = RuntimeContext(self.state, random.Random(seed))
         if clock is None:
@@ -284,6 +288,7 @@ class V1Switch:
                     pass
         except AssertionFailure:
             self.counters.assert_drops += 1
+            self.drops.count(DropReason.ASSERT_FAILED, port)
             return []
         if rt.late_digests:
             rt.flush_digests()
@@ -297,6 +302,7 @@ class V1Switch:
         if rt.resubmit_req is not None:
             if passes + 1 >= MAX_PASSES:
                 self.counters.pass_limit_drops += 1
+                self.drops.count(DropReason.PASS_LIMIT, port)
                 return jobs
             # BMv2 resets all metadata (standard_metadata included, so ingress_port is 0)
             # and keeps only the preserved field list
@@ -309,17 +315,23 @@ class V1Switch:
         grp = sm.f_mcast_grp
         if grp:
             sm.f_instance_type = InstanceType.REPLICATION
-            for eport, rid in self.state.pre.replicas(grp):
+            replicas = self.state.pre.replicas(grp)
+            for eport, rid in replicas:
                 h2, m2, s2 = hdr.copy(), meta.copy(), sm.copy()
                 s2.f_egress_rid = rid
                 jobs.append(
                     EgressJob(eport, h2, m2, s2, payload, original, passes, sm.f_priority, trunc)
                 )
+            if not replicas:
+                self.drops.count(DropReason.MCAST_EMPTY, port)
             return jobs
         # 5. drop
         spec = sm.f_egress_spec
         if spec == DROP_PORT:
             self.counters.dropped += 1
+            self.drops.count(
+                DropReason.PARSER_ERROR if sm.f_parser_error else DropReason.INGRESS_DROP, port
+            )
             return jobs
         # 6. unicast (BMv2 marks the packet NORMAL again, even after resubmit/recirculate)
         sm.f_instance_type = InstanceType.NORMAL
@@ -406,6 +418,7 @@ class V1Switch:
                     pass
         except AssertionFailure:
             self.counters.assert_drops += 1
+            self.drops.count(DropReason.ASSERT_FAILED, job.port)
             return [], [], []
         clones: list[EgressJob] = []
         if rt.clone_req is not None and rt.clone_req[0] == "E2E":
@@ -426,6 +439,7 @@ class V1Switch:
                 clones.append(c)
         if sm.f_egress_spec == DROP_PORT:
             self.counters.dropped += 1
+            self.drops.count(DropReason.EGRESS_DROP, job.port)
             return [], clones, []
         truncate_len = rt.truncate_len
         recirc = rt.recirc_req
@@ -440,6 +454,7 @@ class V1Switch:
         if recirc is not None:
             if job.passes + 1 >= MAX_PASSES:
                 self.counters.pass_limit_drops += 1
+                self.drops.count(DropReason.PASS_LIMIT, job.port)
                 return [], clones, []
             return [], clones, [(job.port, data, saver)]
         for t in (truncate_len, job.truncate):

@@ -408,8 +408,9 @@ def test_digest_entries() -> None:
         ) == [code_pb2.NOT_FOUND, code_pb2.INVALID_ARGUMENT]
 
 
-def test_extern_entries_are_unimplemented() -> None:
+def test_extern_entries_are_read_only_target_counters() -> None:
+    # the target's drop counters (tests/unit/test_drop_counters.py) are its only extern type
     with running() as h:
         assert write_codes(h, update(INSERT, extern_entry=p4runtime_pb2.ExternEntry())) == [
-            code_pb2.UNIMPLEMENTED
+            code_pb2.INVALID_ARGUMENT
         ]

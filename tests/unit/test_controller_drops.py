@@ -1,0 +1,118 @@
+"""``tf-ctl counters`` and ``status`` show the switches' drops by reason, per switch and port:
+in-process tf-switch P4Runtime servers running fabric.p4 (no root, no ports), real gRPC."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+
+from controller import program as fp
+from controller.fabric import FabricController
+from switch.compile.package import load_device_config, make_device_config
+from switch.device.device import Device
+from switch.p4info import p4info_text
+from switch.p4rt import P4RuntimeServer
+from switch.pipeline.drops import DropReason
+from tests.unit.p4rt_helpers import DataPath
+from topologies.model import FabricSpec, build_fabric
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAF = "p0l0"
+
+
+@contextlib.contextmanager
+def controller(tmp: Path) -> Iterator[tuple[FabricController, dict[str, Device]]]:
+    fabric = build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1))
+    cfg = make_device_config(ROOT / "p4" / "fabric.p4")
+    (tmp / "fabric.tfp4.json").write_bytes(cfg)
+    (tmp / "fabric.p4info.txtpb").write_text(p4info_text(load_device_config(cfg).schema))
+    devices: dict[str, Device] = {}
+    addresses: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        for sw in fabric.switches:
+            dev = devices[sw.name] = Device(sw.device_id, cpu_port=fp.CPU_PORT)
+            server = P4RuntimeServer(dev, "127.0.0.1:0").start()
+            stack.callback(server.stop)
+            stack.callback(DataPath(dev).start().stop)
+            addresses[sw.name] = f"127.0.0.1:{server.port}"
+        ctl = stack.enter_context(
+            FabricController(
+                fabric,
+                tmp / "fabric.p4info.txtpb",
+                tmp / "fabric.tfp4.json",
+                results_dir=tmp,
+                addresses=addresses,
+            )
+        )
+        ctl.connect()
+        ctl.push_pipeline()
+        ctl.install_routes()
+        yield ctl, devices
+
+
+@pytest.fixture(scope="module")
+def fabric_with_drops(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[FabricController, int, int]]:
+    """A fabric where LEAF tail-dropped 7 packets on its uplink and its program dropped one
+    packet whose hop limit ran out (arriving on the host port)."""
+    with controller(tmp_path_factory.mktemp("drops")) as (ctl, devices):
+        dev = devices[LEAF]
+        host_port, uplink = sorted(ctl.wiring.switch_ports(LEAF))
+        assert ctl.wiring.peer(LEAF, uplink).name.startswith("p0s")  # type: ignore[union-attr]
+        with dev.lock:
+            dev.drops.count(DropReason.TAIL_DROP, uplink, 0, 7)
+            expiring = Ether() / IPv6(dst="2001:db8::1", hlim=1) / UDP(dport=9)
+            dev.receive(host_port, bytes(expiring))
+        yield ctl, host_port, uplink
+
+
+def test_counters_show_the_switch_drops_per_port_and_the_reasons_once(
+    fabric_with_drops: tuple[FabricController, int, int],
+) -> None:
+    ctl, host_port, uplink = fabric_with_drops
+    out = json.loads(ctl.run_command(["counters", LEAF, "--json"]))
+    rows = {r["port"]: r for r in out["rows"]}
+    assert rows[uplink]["tail_drop_pkts"] == 7 and rows[uplink]["switch_drop_pkts"] == 0
+    assert rows[host_port]["rx_drop_pkts"] == 1  # the program's counter saw its own drop
+    assert rows[host_port]["tail_drop_pkts"] == 0
+    # the program's drop is told by fabric.p4's reason, not again as the switch's ingress_drop
+    assert out["message"] == "drops by reason: tail_drop 7, hop limit 1"
+    table = ctl.run_command(["counters"])
+    assert "tail_drop_pkts" in table.splitlines()[0]
+    assert table.splitlines()[-1] == "drops by reason: tail_drop 7, hop limit 1"
+
+
+def test_counters_by_reason_lists_port_queue_and_source(
+    fabric_with_drops: tuple[FabricController, int, int],
+) -> None:
+    ctl, host_port, uplink = fabric_with_drops
+    rows = list(csv.DictReader(io.StringIO(ctl.run_command(["counters", "--by-reason", "--csv"]))))
+    got = {
+        (r["switch"], r["port"], r["queue"], r["source"], r["reason"], r["drop_pkts"]) for r in rows
+    }
+    assert got == {
+        (LEAF, str(uplink), "0", "switch", "tail_drop", "7"),
+        (LEAF, str(host_port), "", "program", "ingress_drop", "1"),
+        (LEAF, "", "", "program counter", "hop limit", "1"),
+    }
+
+
+def test_status_shows_each_switch_drops(
+    fabric_with_drops: tuple[FabricController, int, int],
+) -> None:
+    ctl, _, _ = fabric_with_drops
+    rows = {r["switch"]: r for r in json.loads(ctl.run_command(["status", "--json"]))["rows"]}
+    assert rows[LEAF]["drop_pkts"] == 8
+    assert rows[LEAF]["drops_by_reason"] == "tail_drop 7, hop limit 1"
+    assert {r["drop_pkts"] for n, r in rows.items() if n != LEAF} == {0}
+    assert {r["drops_by_reason"] for n, r in rows.items() if n != LEAF} == {"none"}
