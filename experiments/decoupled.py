@@ -156,6 +156,11 @@ class Settings:
     README "Decoupled DiLoCo": why 0 here)."""
     learner_timeout_s: float = 2.0
     rendezvous_timeout_s: float = 0.5
+    elastic_reconfigure_steps: int = 20
+    """What every change of elastic data parallel's group stops the whole job for, in steps of
+    the emulated accelerator (the paper's downscale and upscale times: a real elastic job
+    re-forms its communicator and reloads, tens of seconds against steps of a second or two).
+    0: re-forming is free, as for a per-step fault-tolerant group."""
     down_min_s: float = 1.0
     down_max_s: float = 3.0
     slow_min: float = 2.0
@@ -175,6 +180,10 @@ class Settings:
             raise ConfigError(f"unknown failure rates {unknown}; valid: {', '.join(RATES)}")
         if not self.learners or any(m < 1 for m in self.learners):
             raise ConfigError(f"learners must be >= 1, got {self.learners}")
+        if self.elastic_reconfigure_steps < 0:
+            raise ConfigError(
+                f"elastic_reconfigure_steps must be >= 0, got {self.elastic_reconfigure_steps}"
+            )
         for name in ("seeds", "elastic_workers", "evaluations", "quorum"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -287,6 +296,9 @@ def elastic_config(s: Settings, seed: int) -> ElasticConfig:
         batch_size=s.batch_size,
         seed=seed,
         rendezvous_timeout_s=s.rendezvous_timeout_s,
+        reconfigure_s=s.elastic_reconfigure_steps * s.min_step_s,
+        join_timeout_s=max(2.0, 2 * s.elastic_reconfigure_steps * s.min_step_s),
+        reply_timeout_s=10.0 + s.elastic_reconfigure_steps * s.min_step_s,
         checkpoint_every_steps=s.sync_every_steps,
         min_step_s=s.min_step_s,
         eval_every_rounds=_evals(s, 1 / s.min_step_s),
@@ -600,6 +612,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"default {d.outer_momentum:g} (Nesterov when > 0)",
     )
+    ap.add_argument(
+        "--elastic-reconfigure-steps",
+        type=int,
+        default=None,
+        help="steps of time every change of elastic DP's group stops the whole job for "
+        f"(default {d.elastic_reconfigure_steps}; 0: free re-forming)",
+    )
     add_output_options(ap, CSV_NAME)
     return ap
 
@@ -615,7 +634,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     """Raises: ConfigError (a bad option)."""
     s = QUICK if args.quick else Settings()
     changes: dict[str, Any] = {"first_seed": args.first_seed}
-    for name in ("seeds", "wall_s", "task", "quorum", "outer_lr", "outer_momentum"):
+    names = ("seeds", "wall_s", "task", "quorum", "outer_lr", "outer_momentum")
+    for name in (*names, "elastic_reconfigure_steps"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
     if args.learners:
@@ -655,7 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else emu_opener(s)
     )
     print(
-        f"exp-decoupled on the {network}: {s.task}, elastic DP ({s.elastic_workers} workers) vs "
+        f"exp-decoupled on the {network}: {s.task}, elastic DP ({s.elastic_workers} workers, "
+        f"{s.elastic_reconfigure_steps * s.min_step_s:g} s to re-form) vs "
         f"Decoupled DiLoCo M = {', '.join(map(str, s.learners))} (K = {s.quorum}, H = "
         f"{s.sync_every_steps}, P = {s.fragments}, τ = {s.overlap_steps}, anchor "
         f"{s.anchor.value}, outer lr {s.outer_lr:g} momentum {s.outer_momentum:g})"

@@ -231,6 +231,9 @@ def with_comparisons(
     """Each run row with its comparisons to runs of the same seed:
 
     * ``goodput_vs_elastic``: its goodput ÷ elastic data parallel's at the same failure rate;
+    * ``goodput_kept``: its goodput ÷ the same method's (and M's) without failures: what the
+      failures cost it, apart from what the method costs without them (elastic data
+      parallel's per-step all-reduce, say);
     * ``loss_gap_to_diloco_pct`` (without failures): 100 (L − L_DiLoCo) / L_DiLoCo, both
       losses read off the loss-vs-tokens curves at the same tokens (the fewer of the two
       runs' final tokens), the DiLoCo run of :data:`REFERENCE_LEARNERS` learners.
@@ -242,11 +245,18 @@ def with_comparisons(
         for r in rows
         if r["method"] == "elastic_dp"
     }
+    calm = {
+        (str(r["method"]), str(r["learners"]), str(r["seed"])): to_float(r["goodput"])
+        for r in rows
+        if r["failure_rate"] == "none"
+    }
     out = []
     for r in rows:
         rate, seed = str(r["failure_rate"]), str(r["seed"])
         base = elastic.get((rate, seed), math.nan)
         ratio = to_float(r["goodput"]) / base if base > 0 else math.nan
+        own = calm.get((str(r["method"]), str(r["learners"]), seed), math.nan)
+        kept = to_float(r["goodput"]) / own if own > 0 else math.nan
         gap = math.nan
         ref = curves.get(("diloco", str(REFERENCE_LEARNERS), rate, seed))
         mine = curves.get((str(r["method"]), str(r["learners"]), rate, seed))
@@ -254,7 +264,14 @@ def with_comparisons(
             tokens = min(max(t for t, _ in ref), max(t for t, _ in mine))
             lr, lm = loss_at(ref, tokens), loss_at(mine, tokens)
             gap = 100.0 * (lm - lr) / lr if lr > 0 else math.nan
-        out.append({**r, "goodput_vs_elastic": ratio, "loss_gap_to_diloco_pct": gap})
+        out.append(
+            {
+                **r,
+                "goodput_vs_elastic": ratio,
+                "goodput_kept": kept,
+                "loss_gap_to_diloco_pct": gap,
+            }
+        )
     return out
 
 
@@ -277,6 +294,7 @@ SUMMARY_FIGURES = (
     "final_loss_nats",
     "tokens_merged",
     "goodput_vs_elastic",
+    "goodput_kept",
     "loss_gap_to_diloco_pct",
     "interruptions",
     "down_s",
@@ -324,6 +342,7 @@ FIGURES = (
     ("longest_stall_s", "longest stall (s)", ".2f"),
     ("final_loss_nats", "final loss (nats)", ".3f"),
     ("goodput_vs_elastic", "goodput / elastic", ".2f"),
+    ("goodput_kept", "kept vs no failures", ".2f"),
 )
 CELL = 19
 
@@ -367,6 +386,10 @@ def report(
         "paper (5B model, 1.2 M chips, MTBI_chip 1 year): goodput elastic DP 58 %, Decoupled "
         f"DiLoCo M=2 70 %, M=8 88 % ({PAPER_RATIO:.2f}x); uptime 100 % with M >= 4; goodput "
         "rising with M"
+    )
+    lines.append(
+        "kept vs no failures = goodput ÷ the same method's without failures, same seed: what "
+        "the failures cost each method (elastic DP's all-reduce costs it goodput without any)"
     )
     lines += ["", "targets", *target_lines(rows)]
     lines += ["", "goodput per seed"]

@@ -176,6 +176,13 @@ def test_comparisons_pair_runs_of_the_same_seed_and_read_losses_at_equal_tokens(
     others = [r for r in out if r["method"] != "decoupled" or r["failure_rate"] != "none"]
     assert all(math.isnan(float(str(r["loss_gap_to_diloco_pct"]))) for r in others)
     assert loss_at([(0, 2.0), (10, 1.0)], 5) == 1.5 and math.isnan(loss_at([(0, 2.0)], 5))
+    # what failures cost each method: its goodput over its own without failures, same seed
+    kept = {
+        (r["method"], r["learners"], r["failure_rate"], r["seed"]): r["goodput_kept"] for r in out
+    }
+    assert kept[("elastic_dp", 4, "heavy", 1)] == pytest.approx(0.5 / 0.9)
+    assert kept[("decoupled", 4, "heavy", 2)] == pytest.approx(0.82 / 0.9)
+    assert kept[("decoupled", 2, "none", 0)] == pytest.approx(1.0)
 
 
 def test_the_targets_say_met_or_missed_with_what_was_measured() -> None:
@@ -249,6 +256,17 @@ def test_the_hub_is_alone_on_the_last_host_and_members_share_the_others() -> Non
     assert len(set(p.slots)) == 9 and all(h != "h4" for h, _s in p.members)
     with pytest.raises(JobsError, match="two hosts"):
         placement(["h1"], 2)
+
+
+def test_elastic_dp_re_forms_in_the_configured_number_of_steps() -> None:
+    s = exp.Settings(elastic_reconfigure_steps=20, min_step_s=0.05)
+    cfg = exp.elastic_config(s, 0)
+    assert cfg.reconfigure_s == pytest.approx(1.0) and cfg.join_timeout_s > cfg.reconfigure_s
+    assert exp.elastic_config(exp.Settings(elastic_reconfigure_steps=0), 0).reconfigure_s == 0
+    args = exp.build_parser().parse_args(["--elastic-reconfigure-steps", "5"])
+    assert exp.settings_from(args).elastic_reconfigure_steps == 5
+    with pytest.raises(ConfigError, match="elastic_reconfigure_steps"):
+        exp.Settings(elastic_reconfigure_steps=-1)
 
 
 def test_settings_are_checked() -> None:
