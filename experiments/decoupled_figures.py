@@ -342,7 +342,7 @@ FIGURES = (
     ("longest_stall_s", "longest stall (s)", ".2f"),
     ("final_loss_nats", "final loss (nats)", ".3f"),
     ("goodput_vs_elastic", "goodput / elastic", ".2f"),
-    ("goodput_kept", "kept vs no failures", ".2f"),
+    ("goodput_kept", "kept vs calm", ".2f"),
 )
 CELL = 19
 
@@ -388,7 +388,7 @@ def report(
         "rising with M"
     )
     lines.append(
-        "kept vs no failures = goodput ÷ the same method's without failures, same seed: what "
+        "kept vs calm = goodput ÷ the same method's without failures, same seed: what "
         "the failures cost each method (elastic DP's all-reduce costs it goodput without any)"
     )
     lines += ["", "targets", *target_lines(rows)]
