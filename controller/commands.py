@@ -253,7 +253,8 @@ def cmd_status(ctx: Context, p: Parsed) -> Result:
 
 def _switch_drop_reasons(s: SwitchSession) -> dict[str, int]:
     """One switch's drops by reason (the target's and the program's, each packet once)."""
-    return summarize(s.read_target_drops(), program_reasons(s.read_counters([fp.DROP_REASONS])))
+    program = program_reasons(s.read_counters([fp.DROP_REASONS]))
+    return summarize(s.read_target_drops(), program, fp.CPU_PORT)
 
 
 def program_reasons(counters: dict[tuple[str, int], tuple[int, int]]) -> dict[str, int]:
@@ -499,7 +500,7 @@ class SwitchCounters:
         return program_reasons(self.program)
 
     def reasons(self) -> dict[str, int]:
-        return summarize(self.target, self.program_reasons())
+        return summarize(self.target, self.program_reasons(), fp.CPU_PORT)
 
 
 def read_switch_counters(ctl: FabricController, names: list[str]) -> dict[str, SwitchCounters]:
@@ -670,6 +671,9 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
     rows = [_burst_row(ctl, r) for r in bursts]
     peak = max(bursts, key=lambda r: r.peak_qdepth, default=None)
     where = f", peak {peak.peak_qdepth} packets at {peak.switch}:{peak.port}" if peak else ""
+    known = [r.drop_pkts for r in bursts if r.drop_pkts is not None]
+    if known:
+        where += f", {sum(known)} packets tail-dropped in them"
     msg = (
         f"incast to {dst} on plane {plan.plane}: {len(plan.flows)} flows from "
         f"{', '.join(sorted({f.src for f in plan.flows}))}, {res.datagrams_sent} datagrams, "

@@ -11,7 +11,9 @@ it and the read-outs say the target's drops are unavailable.
 :func:`summarize` merges the two views of one switch without counting a packet twice: the
 target's reasons that the program did not decide (``program`` false), plus fabric.p4's
 ``drop_reasons`` (port down, hop limit, no route, injected loss, ...) for the ones it did, plus
-``program drop (no reason)`` for program drops that the program's counter does not explain.
+``program drop (no reason)`` for program drops that the program's counter does not explain
+(``packet-out to drop port`` for those at the CPU port: the controller's telemetry flush
+frames, sent to port 511 on purpose).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ DROP_COUNTERS_TYPE_ID = 0x81
 #: The target reason of tail drops (the only one per queue).
 TAIL_DROP = "tail_drop"
 UNEXPLAINED = "program drop (no reason)"
+PACKET_OUT_DROPPED = "packet-out to drop port"
 #: What a target without these counters answers (per-entity codes of a failed Read).
 NO_TARGET_DROPS: tuple[int, ...] = (code_pb2.UNIMPLEMENTED, code_pb2.NOT_FOUND)
 
@@ -112,17 +115,25 @@ def per_port(drops: Iterable[TargetDrop]) -> dict[int, PortDrops]:
     return {p: PortDrops(t, s) for p, (t, s) in acc.items()}
 
 
-def summarize(target: Iterable[TargetDrop] | None, program: Mapping[str, int]) -> dict[str, int]:
+def summarize(
+    target: Iterable[TargetDrop] | None,
+    program: Mapping[str, int],
+    cpu_port: int | None = None,
+) -> dict[str, int]:
     """Drops of one switch by reason, each packet once (see the module docstring).
 
     ``target`` None: the target has no drop counters (BMv2); ``program``: the program's own
-    ``drop_reasons`` by name.
+    ``drop_reasons`` by name. Program drops at ``cpu_port`` that the program does not explain
+    are PacketOuts sent to the drop port (:data:`PACKET_OUT_DROPPED`: the controller's
+    telemetry flush frames).
     """
     out: dict[str, int] = {}
-    decided = 0
+    decided = at_cpu = 0
     for d in target or ():
         if d.program:
             decided += d.packets
+            if d.port == cpu_port:
+                at_cpu += d.packets
         else:
             out[d.reason] = out.get(d.reason, 0) + d.packets
     for name, n in program.items():
@@ -130,8 +141,11 @@ def summarize(target: Iterable[TargetDrop] | None, program: Mapping[str, int]) -
             out[name] = out.get(name, 0) + n
     if target is not None:
         unexplained = decided - sum(program.values())
-        if unexplained > 0:
-            out[UNEXPLAINED] = unexplained
+        flushed = min(max(unexplained, 0), at_cpu)
+        if flushed:
+            out[PACKET_OUT_DROPPED] = flushed
+        if unexplained - flushed > 0:
+            out[UNEXPLAINED] = unexplained - flushed
     return out
 
 

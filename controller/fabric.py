@@ -40,6 +40,7 @@ from controller import program as fp
 from controller.conditions import Conditions
 from controller.config import ControllerConfig
 from controller.dataplane import views, working_paths
+from controller.drops import per_port
 from controller.entries import diff
 from controller.errors import CommandError, ControllerError, FabricUnavailable
 from controller.linux import interface_exists, set_link
@@ -47,7 +48,7 @@ from controller.p4rt import Arbitration, new_election_id
 from controller.processes import FabricProcesses
 from controller.routes import desired_entities
 from controller.schema import Schema, load_p4info, pipeline_cookie
-from controller.switches import SwitchSession, SyncResult, for_each
+from controller.switches import SwitchSession, SyncResult, for_each, run_parallel
 from controller.telemetry import TelemetryCollector
 from controller.wiring import Wiring
 from topologies.model import Fabric
@@ -416,6 +417,9 @@ class FabricController:
                 self.results_dir / TELEMETRY_CSV, self.config.recent_bursts
             )
             self.telemetry = collector
+            baselines = run_parallel(self._live(), _tail_drops)
+            for name, tail in baselines.items():
+                collector.drops_baseline(name, None if isinstance(tail, Exception) else tail)
             for s in self._live():
                 s.client.on_digest = lambda d, s=s: self._on_digest(s, d)
             for_each(self._live(), lambda s: s.enable_digest(fp.BURST_DIGEST))
@@ -429,7 +433,12 @@ class FabricController:
     def _on_digest(self, s: SwitchSession, digest: p4runtime_pb2.DigestList) -> None:
         try:
             if self.telemetry is not None and s.digest_name(digest.digest_id) == fp.BURST_DIGEST:
-                self.telemetry.add_digest(s.name, s.decode_digest(digest))
+                decoded = s.decode_digest(digest)
+                try:
+                    tail = _tail_drops(s)
+                except ControllerError:
+                    tail = None
+                self.telemetry.add_digest(s.name, decoded, tail)
         except ControllerError as e:
             s.last_error = f"digest: {e}"
         finally:
@@ -530,3 +539,9 @@ class FabricController:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _tail_drops(s: SwitchSession) -> dict[int, int] | None:
+    """The switch's tail drops per port so far (None: the target does not count drops)."""
+    drops = s.read_target_drops()
+    return None if drops is None else {p: d.tail for p, d in per_port(drops).items()}

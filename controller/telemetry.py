@@ -5,8 +5,16 @@ start and end in switch microseconds, peak queue depth in packets, packets sent 
 burst). :class:`TelemetryCollector` is handed every ``DigestList`` of every switch: it decodes
 the messages through the P4Info, appends one CSV row per burst, keeps the latest records in
 memory (for ``incast`` and ``telemetry recent``), feeds subscribed watchers, and acknowledges
-the list. CSV columns: ``switch, port, start_us, end_us, peak_qdepth, packets`` (peak and
-packets are packet counts), header written when the file is new.
+the list. CSV columns: ``switch, port, start_us, end_us, peak_qdepth, packets, drop_pkts``
+(peak and packets are packet counts), header written when the file is new; a file with another
+header is moved aside to ``telemetry.<unix time>.csv`` first.
+
+``drop_pkts``: the packets the switch tail-dropped at the burst's port (every queue) since the
+previous record of that port, or since telemetry started: the switch's own drop counters
+(:mod:`controller.drops`), read when the record arrives. A queue only overflows during a burst,
+so these are the burst's drops, unless a second burst on the same port already began before the
+first one's record came in (its drops so far then count for the first). Empty when the switch
+has no drop counters (BMv2).
 """
 
 from __future__ import annotations
@@ -16,11 +24,11 @@ import csv
 import queue
 import threading
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-CSV_COLUMNS = ("switch", "port", "start_us", "end_us", "peak_qdepth", "packets")
+CSV_COLUMNS = ("switch", "port", "start_us", "end_us", "peak_qdepth", "packets", "drop_pkts")
 
 
 @dataclass(frozen=True)
@@ -34,12 +42,24 @@ class BurstRecord:
     peak_qdepth: int
     packets: int
     received_unix_s: float = 0.0
+    drop_pkts: int | None = None  # tail drops at the port during the burst; None: unknown
 
     def row(self) -> tuple[object, ...]:
-        return astuple(self)[: len(CSV_COLUMNS)]
+        """The CSV row (:data:`CSV_COLUMNS`)."""
+        return (
+            self.switch,
+            self.port,
+            self.start_us,
+            self.end_us,
+            self.peak_qdepth,
+            self.packets,
+            self.drop_pkts,
+        )
 
     @classmethod
-    def from_digest(cls, switch: str, values: dict[str, int], received: float) -> BurstRecord:
+    def from_digest(
+        cls, switch: str, values: dict[str, int], received: float, drop_pkts: int | None = None
+    ) -> BurstRecord:
         return cls(
             switch,
             values["port"],
@@ -48,6 +68,7 @@ class BurstRecord:
             values["peak_qdepth"],
             values["packets"],
             received,
+            drop_pkts,
         )
 
 
@@ -60,6 +81,9 @@ class TelemetryCollector:
         self._recent: collections.deque[BurstRecord] = collections.deque(maxlen=recent)
         self._watchers: list[queue.Queue[BurstRecord]] = []
         self._file: TextIO | None = None
+        # (switch, port) -> tail drops counted when that port's latest record (or the start)
+        # was taken; None for a switch without drop counters
+        self._drops_seen: dict[str, dict[int, int] | None] = {}
         self.total = 0
         self.closed = False
 
@@ -68,6 +92,12 @@ class TelemetryCollector:
             return
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
+        if not new:
+            with self.csv_path.open(newline="") as f:
+                header = next(csv.reader(f), [])
+            if tuple(header) != CSV_COLUMNS:  # written by an older version: keep it aside
+                self.csv_path.rename(self.csv_path.with_suffix(f".{int(time.time())}.csv"))
+                new = True
         self._file = self.csv_path.open("a", newline="")
         if new:
             csv.writer(self._file).writerow(CSV_COLUMNS)
@@ -91,9 +121,37 @@ class TelemetryCollector:
             for r in records:
                 w.put(r)
 
-    def add_digest(self, switch: str, decoded: list[dict[str, int]]) -> list[BurstRecord]:
+    def drops_baseline(self, switch: str, tail_drops: dict[int, int] | None) -> None:
+        """The tail drops per port of ``switch`` when telemetry starts (None: not counted)."""
+        with self._lock:
+            self._drops_seen[switch] = None if tail_drops is None else dict(tail_drops)
+
+    def add_digest(
+        self,
+        switch: str,
+        decoded: list[dict[str, int]],
+        tail_drops: dict[int, int] | None = None,
+    ) -> list[BurstRecord]:
+        """Records of one digest list; ``tail_drops``: the switch's tail drops per port now
+        (None: unknown), which give each record its ``drop_pkts``."""
         now = time.time()
-        records = [BurstRecord.from_digest(switch, v, now) for v in decoded]
+        with self._lock:
+            seen = self._drops_seen.get(switch)
+            if tail_drops is not None and seen is None:
+                seen = self._drops_seen[switch] = {}
+            drops: list[int | None] = []
+            for v in decoded:
+                port = v["port"]
+                if tail_drops is None or seen is None:
+                    drops.append(None)
+                    continue
+                # a later burst of the same port in this list gets 0: counted with the first
+                now_total = tail_drops.get(port, 0)
+                drops.append(max(0, now_total - seen.get(port, 0)))
+                seen[port] = now_total
+        records = [
+            BurstRecord.from_digest(switch, v, now, d) for v, d in zip(decoded, drops, strict=True)
+        ]
         self.add(records)
         return records
 

@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from p4.v1 import p4data_pb2, p4runtime_pb2
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from controller import program as fp
+from controller.config import ControllerConfig
 from controller.fabric import FabricController
 from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device
@@ -31,6 +33,7 @@ LEAF = "p0l0"
 
 @contextlib.contextmanager
 def controller(tmp: Path) -> Iterator[tuple[FabricController, dict[str, Device]]]:
+    """A 3-switch fabric of in-process tf-switches, routes installed (no telemetry flushes)."""
     fabric = build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1))
     cfg = make_device_config(ROOT / "p4" / "fabric.p4")
     (tmp / "fabric.tfp4.json").write_bytes(cfg)
@@ -51,6 +54,7 @@ def controller(tmp: Path) -> Iterator[tuple[FabricController, dict[str, Device]]
                 tmp / "fabric.tfp4.json",
                 results_dir=tmp,
                 addresses=addresses,
+                config=ControllerConfig(telemetry_flush_s=0),
             )
         )
         ctl.connect()
@@ -116,3 +120,44 @@ def test_status_shows_each_switch_drops(
     assert rows[LEAF]["drops_by_reason"] == "tail_drop 7, hop limit 1"
     assert {r["drop_pkts"] for n, r in rows.items() if n != LEAF} == {0}
     assert {r["drops_by_reason"] for n, r in rows.items() if n != LEAF} == {"none"}
+
+
+def burst_digest(
+    ctl: FabricController, switch: str, *bursts: tuple[int, ...]
+) -> p4runtime_pb2.DigestList:
+    """A DigestList of burst_digest_t records (port, start_us, end_us, peak_qdepth, packets)."""
+    schema = ctl.sessions[switch].need_schema()
+    msg = p4runtime_pb2.DigestList(digest_id=schema.digest(fp.BURST_DIGEST).preamble.id, list_id=1)
+    for burst in bursts:
+        members = [
+            p4data_pb2.P4Data(bitstring=v.to_bytes(8, "big").lstrip(b"\0") or b"\0") for v in burst
+        ]
+        msg.data.add().struct.members.extend(members)
+    return msg
+
+
+def test_burst_records_carry_the_tail_drops_of_their_port(tmp_path: Path) -> None:
+    with controller(tmp_path) as (ctl, devices):
+        _host_port, uplink = sorted(ctl.wiring.switch_ports(LEAF))
+        dev = devices[LEAF]
+
+        def tail_drops(queue: int, n: int) -> None:
+            with dev.lock:
+                dev.drops.count(DropReason.TAIL_DROP, uplink, queue, n)
+
+        tail_drops(0, 4)  # before telemetry starts: in no record
+        tel = ctl.start_telemetry()
+        tail_drops(0, 9)
+        tail_drops(1, 2)
+        session = ctl.sessions[LEAF]
+        ctl._on_digest(session, burst_digest(ctl, LEAF, (uplink, 10, 20, 64, 90)))
+        tail_drops(0, 3)
+        ctl._on_digest(
+            session, burst_digest(ctl, LEAF, (uplink, 30, 40, 64, 50), (uplink, 50, 60, 20, 5))
+        )
+        assert [r.drop_pkts for r in tel.recent()] == [11, 3, 0]
+        with open(tmp_path / "telemetry.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert [r["drop_pkts"] for r in rows] == ["11", "3", "0"]
+        watch = ctl.run_command(["telemetry", "recent", "--json"])
+        assert [r["drop_pkts"] for r in json.loads(watch)["rows"]] == [11, 3, 0]

@@ -342,8 +342,16 @@ def test_telemetry_records_reach_csv_watchers_and_recent(ctl: FabricController) 
     assert json.loads(lines[0])["peer"] == "p0l0"
     with open(tel.csv_path) as f:  # type: ignore[arg-type]
         rows = list(csv.reader(f))
-    assert rows[0] == ["switch", "port", "start_us", "end_us", "peak_qdepth", "packets"]
-    assert ["p0s0", "1", "10", "20", "33", "40"] in rows
+    assert rows[0] == [
+        "switch",
+        "port",
+        "start_us",
+        "end_us",
+        "peak_qdepth",
+        "packets",
+        "drop_pkts",
+    ]
+    assert ["p0s0", "1", "10", "20", "33", "40", ""] in rows
     assert "p0s0" in ctl.run_command(["telemetry", "recent", "--last", "2"])
 
 

@@ -14,6 +14,7 @@ from controller.drops import (
     DROP_COUNTERS_TYPE_ID as CONTROLLER_TYPE_ID,
 )
 from controller.drops import (
+    PACKET_OUT_DROPPED,
     UNEXPLAINED,
     TargetDrop,
     decode_drops,
@@ -297,6 +298,12 @@ def test_summary_counts_each_packet_once() -> None:
     }
     assert describe(reasons).startswith("tail_drop 213, no route 4, rx_overrun 4")
     assert summarize(None, program) == {"no route": 4, "injected loss": 3}  # BMv2
+    flush = [drop("ingress_drop", 255, 6, program=True), drop("ingress_drop", 1, 4, program=True)]
+    assert summarize(flush, {"no route": 3}, cpu_port=255) == {
+        "no route": 3,
+        PACKET_OUT_DROPPED: 6,
+        UNEXPLAINED: 1,
+    }
     assert describe({}) == "none"
     ports = per_port(target)
     assert (ports[2].tail, ports[2].switch, ports[1].switch) == (200, 0, 4)
