@@ -126,7 +126,11 @@ class MrcConfig:
     persist_interval_ms: float = 50.0
     """Probe a peer that closed its window (or answers nothing) this often."""
     dead_peer_timeout_s: float = 10.0
-    """Fail the connection when nothing arrives for this long while data is outstanding."""
+    """Fail the connection when nothing arrives for this long while data is outstanding..."""
+    dead_peer_stretch: float = 10.0
+    """...or for this many times the longest silence the peer has already come back from,
+    if that is longer: a loss burst or a loaded machine makes a live peer's silences longer
+    (and a job slower, not failed), while a peer that vanished is still found."""
     max_connections: int = 1024
     ev: EvConfig = field(default_factory=EvConfig)
     cc: CcConfig = field(default_factory=CcConfig)
@@ -138,6 +142,8 @@ class MrcConfig:
             raise ValueError(f"sack_bits must be a multiple of 8 in 8..{MAX_SACK_BITS}")
         if self.window_packets < 16:
             raise ValueError("window_packets must be at least 16")
+        if not self.dead_peer_timeout_s > 0 or self.dead_peer_stretch < 0:
+            raise ValueError("dead_peer_timeout_s must be positive and dead_peer_stretch >= 0")
 
     @property
     def max_message_bytes(self) -> int:

@@ -121,6 +121,8 @@ class ConnectionCore:
         self.busy_since = now
         """When data last became outstanding after none was: a peer's silence counts from the
         later of this and ``last_rx`` (an idle peer had nothing to answer)."""
+        self.longest_silence_s = 0.0
+        """The longest silence (data outstanding) this peer has come back from."""
         self.last_persist = now
         self.pto_count = 0  # tail-loss probes sent since the peer was last heard
         self.failed: str | None = None
@@ -132,6 +134,8 @@ class ConnectionCore:
     def on_packet(self, pkt: Packet, ce: bool, now: float) -> None:
         """One validated datagram of this connection."""
         self._now = now
+        if self.sender.outstanding():
+            self.longest_silence_s = max(self.longest_silence_s, now - self._silent_since())
         self.last_rx = now
         self.pto_count = 0
         match pkt:
@@ -165,7 +169,7 @@ class ConnectionCore:
             s.detect_losses(now)
         if s.rto_deadline() <= now:
             s.on_rto(now)
-        if s.outstanding() and now >= self._silent_since() + self.cfg.dead_peer_timeout_s:
+        if s.outstanding() and now >= self._silent_since() + self._dead_after_s():
             self._fail(f"peer {self.peer_host} silent for {now - self._silent_since():.1f} s")
             return
         if r.replies:
@@ -362,8 +366,14 @@ class ConnectionCore:
         if s.flight:
             t = min(t, self._pto_at())
         if s.outstanding():
-            t = min(t, self._silent_since() + self.cfg.dead_peer_timeout_s)
+            t = min(t, self._silent_since() + self._dead_after_s())
         return t
+
+    def _dead_after_s(self) -> float:
+        """How long a silence with data outstanding lasts before the peer counts as dead."""
+        return max(
+            self.cfg.dead_peer_timeout_s, self.cfg.dead_peer_stretch * self.longest_silence_s
+        )
 
     def _silent_since(self) -> float:
         """Since when the peer owes an answer and has not given one."""

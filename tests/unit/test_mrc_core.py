@@ -160,6 +160,27 @@ def test_a_connection_idle_past_the_dead_peer_timeout_is_not_failed_by_its_next_
     assert list(pair.b.receiver.ready) == [b"hello", b"again"]
 
 
+def test_a_peer_that_came_back_from_a_long_silence_gets_ten_times_it_before_it_is_dead() -> None:
+    # a blackout of 0.8 s the connection survives (limit 1 s), then one of 5 s: survived too,
+    # since the peer has shown it can be silent that long and come back (limit now ~8 s)
+    pair = CorePair(replace(CFG, dead_peer_timeout_s=1.0))
+    pair.fail(0.0, 0.8)
+    submit(pair, [b"first"])
+    pair.run(lambda p: len(p.b.receiver.ready) == 1 or p.a.failed is not None, max_s=3.0)
+    assert pair.a.failed is None and 0.7 < pair.a.longest_silence_s < 1.0
+    pair.fail(pair.now, pair.now + 5.0)
+    pair.a.submit(1, b"second", digest_of(b"second"), True, pair.now)
+    pair.run(lambda p: len(p.b.receiver.ready) == 2 or p.a.failed is not None, max_s=20.0)
+    assert pair.a.failed is None and list(pair.b.receiver.ready) == [b"first", b"second"]
+    # a peer that is gone for good is still found, after the stretched limit
+    start = pair.now
+    pair.fail(start)
+    pair.a.submit(2, b"third", digest_of(b"third"), True, pair.now)
+    pair.run(lambda p: p.a.failed is not None, max_s=start + 120.0)
+    assert "silent" in (pair.a.failed or "")
+    assert 10 * 4.0 < pair.now - start <= 10 * 6.0 + 1.0
+
+
 def test_unreliable_mode_reports_exactly_the_packets_that_arrived() -> None:
     drop = {0: {1, 4}, 1: set(), 2: {0, 1, 2, 3, 4}, 3: {4}}  # message -> packet indices
 
