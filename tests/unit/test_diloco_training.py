@@ -225,8 +225,9 @@ def test_a_lost_mix1_message_costs_one_timeout_and_is_counted() -> None:
         lost = rec.round == 1 and rec.rank != 1
         assert rec.mix1_missing == (1 if lost else 0), rec
         if lost:  # the round went on after the timeout, mixing what arrived
-            assert 0.3 <= rec.mix1_wait_s < 1.5
-            assert rec.wall_s < 2.0
+            # one timeout, not a blocking wait (the next timeout, Mix2's, is 30 s); the upper
+            # bound leaves room for a loaded machine
+            assert 0.3 <= rec.mix1_wait_s < 10 * 0.3
     assert all(o.status is WorkerStatus.FINISHED for o in res.outcomes.values())
 
 
