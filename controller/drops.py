@@ -33,8 +33,14 @@ DROP_COUNTERS_TYPE_ID = 0x81
 TAIL_DROP = "tail_drop"
 UNEXPLAINED = "program drop (no reason)"
 PACKET_OUT_DROPPED = "packet-out to drop port"
-#: What a target without these counters answers (per-entity codes of a failed Read).
-NO_TARGET_DROPS: tuple[int, ...] = (code_pb2.UNIMPLEMENTED, code_pb2.NOT_FOUND)
+#: What a target without these counters answers to their Read (google.rpc codes, per entity
+#: or for the whole RPC): PI's BMv2 back end does not serve ExternEntry.
+NO_TARGET_DROPS: tuple[int, ...] = (
+    code_pb2.UNIMPLEMENTED,
+    code_pb2.NOT_FOUND,
+    code_pb2.INVALID_ARGUMENT,
+)
+NO_TARGET_DROPS_RPC = frozenset({"UNIMPLEMENTED", "NOT_FOUND", "INVALID_ARGUMENT"})
 
 
 class DropDecodeError(ControllerError):

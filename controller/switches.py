@@ -24,7 +24,13 @@ from p4.v1 import p4runtime_pb2
 
 from controller import program as fp
 from controller.config import ControllerConfig
-from controller.drops import NO_TARGET_DROPS, TargetDrop, decode_drops, drop_read
+from controller.drops import (
+    NO_TARGET_DROPS,
+    NO_TARGET_DROPS_RPC,
+    TargetDrop,
+    decode_drops,
+    drop_read,
+)
 from controller.entries import Diff, Entity, EntityMap, Group, Member, TableEntry, diff, index
 from controller.errors import FabricUnavailable, P4RuntimeError, SchemaError
 from controller.p4rt import (
@@ -226,7 +232,7 @@ class SwitchSession:
         try:
             msgs = self.client.read([drop_read()])
         except P4RuntimeError as err:
-            if err.code == "UNIMPLEMENTED" or any(err.only(code) for code in NO_TARGET_DROPS):
+            if err.code in NO_TARGET_DROPS_RPC or any(err.only(c) for c in NO_TARGET_DROPS):
                 return None
             raise
         return decode_drops(msgs)

@@ -23,6 +23,7 @@ from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device
 from switch.p4info import p4info_text
 from switch.p4rt import P4RuntimeServer
+from switch.p4rt.entities import HANDLERS, Unsupported
 from switch.pipeline.drops import DropReason
 from tests.unit.p4rt_helpers import DataPath
 from topologies.model import FabricSpec, build_fabric
@@ -161,3 +162,18 @@ def test_burst_records_carry_the_tail_drops_of_their_port(tmp_path: Path) -> Non
         assert [r["drop_pkts"] for r in rows] == ["11", "3", "0"]
         watch = ctl.run_command(["telemetry", "recent", "--json"])
         assert [r["drop_pkts"] for r in json.loads(watch)["rows"]] == [11, 3, 0]
+
+
+def test_a_target_without_drop_counters_is_named_not_guessed(
+    fabric_with_drops: tuple[FabricController, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctl, _, uplink = fabric_with_drops
+    # BMv2 (PI) serves no ExternEntry: the switch answers as it does
+    monkeypatch.setitem(HANDLERS, "extern_entry", Unsupported("no target externs"))
+    assert ctl.sessions[LEAF].read_target_drops() is None
+    out = json.loads(ctl.run_command(["counters", LEAF, "--json"]))
+    assert out["message"] == (
+        f"drops by reason: hop limit 1 (switch drops unavailable from {LEAF}: "
+        "no target drop counters)"
+    )
+    assert {r["port"]: r["tail_drop_pkts"] for r in out["rows"]}[uplink] == ""
