@@ -109,12 +109,16 @@ class ConstEntry:
     ``match`` has one value per key element, in the encodings of
     :mod:`switch.pipeline.tables`: EXACT int; LPM (value, prefix_len); TERNARY (value, mask);
     RANGE (lo, hi); OPTIONAL int or None for a wildcard. ``priority`` follows P4Runtime (a
-    larger number wins) and is already converted from the source's order / ``@priority``.
+    larger number wins) and is already converted from the source's order, ``priority=`` (with
+    ``largest_priority_wins``/``priority_delta``) or ``@priority``. ``is_const``: the control
+    plane may not modify or delete it (every entry of ``const entries``; those marked
+    ``const`` in a mutable ``entries`` list).
     """
 
     match: tuple[object, ...]
     action: ActionCall
     priority: int
+    is_const: bool = True
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class TableSpec:
     default_action: ActionCall  # NoAction when the program gives none
     const_default_action: bool
     size: int  # 1024 when the program gives none, as p4c
-    is_const: bool  # `const entries` / `entries` given: the entry set is immutable
+    is_const: bool  # `const entries`: the entry set is immutable
     const_entries: tuple[ConstEntry, ...] = ()
     implementation: str | None = None  # fully qualified action profile/selector name
     direct_counter: str | None = None

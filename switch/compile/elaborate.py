@@ -88,6 +88,45 @@ class Elaborated:
     digest_names: dict[tuple[str, int], str]  # (instance py or '', id(digest call)) -> name
 
 
+def _annotated_priority(e: ast.EntrySyntax) -> int | None:
+    a = ast.find_annotation(e.annotations, "priority")
+    return a.int_arg() if a is not None else None
+
+
+def entry_priorities(
+    given: list[int | None],
+    annotated: list[int | None],
+    largest_wins: bool = True,
+    delta: int = 1,
+) -> list[int]:
+    """The P4Runtime priorities (the largest wins) of a table's ``entries`` list, in order.
+
+    ``given``: the ``priority=N:`` values (P4-16 "Entry priorities": entries without one count
+    on from the previous entry by ``delta``; all absent, the first entry wins). ``annotated``:
+    p4c's ``@priority(N)`` (BMv2: N, else the 1-based position, and the smallest wins), used
+    when no entry gives ``priority=``. Priorities of a smallest-wins table are mirrored into
+    1.. so that the same entry wins.
+    """
+    n = len(given)
+    prio: list[int]
+    if any(g is not None for g in given):
+        first = given[0]
+        assert first is not None, "the type checker requires a priority on the first entry"
+        prio = [first]
+        for g in given[1:]:
+            prio.append(g if g is not None else prio[-1] + (-delta if largest_wins else delta))
+    elif any(a is not None for a in annotated):
+        prio = [a if a is not None else i + 1 for i, a in enumerate(annotated)]
+        largest_wins = False
+    else:
+        prio = [1 + (n - 1 - i) * delta if largest_wins else 1 + i * delta for i in range(n)]
+    if largest_wins:
+        low = min(prio, default=1)
+        return [p - low + 1 if low < 1 else p for p in prio]
+    top = max(prio, default=0)
+    return [top + 1 - p for p in prio]
+
+
 def _py_ident(path: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in path)
 
@@ -363,9 +402,11 @@ class Elaborator:
             size = int(self.const_of(sp.value))
         entries: list[M.ConstEntry] = []
         ep = d.prop("entries")
-        is_const = ep is not None
+        # `const entries`: the entry set is immutable; `entries` (P4-16 1.2.4): initial entries
+        # the control plane may change, except those marked `const`
+        is_const = ep is not None and ep.is_const
         if ep is not None and ep.entries is not None:
-            entries = self.const_entries(ep.entries, keys, action_fq)
+            entries = self.const_entries(d, ep.entries, keys, action_fq, ep.is_const)
         impl = None
         ip = d.prop("implementation")
         if ip is not None and ip.value is not None:
@@ -440,37 +481,33 @@ class Elaborator:
         return M.ActionCall(action_fq[id(adecl)], tuple(args))
 
     def const_entries(
-        self, entries: list[ast.EntrySyntax], keys: list[M.KeySpec], action_fq: dict[int, str]
+        self,
+        d: ast.TableDecl,
+        entries: list[ast.EntrySyntax],
+        keys: list[M.KeySpec],
+        action_fq: dict[int, str],
+        all_const: bool,
     ) -> list[M.ConstEntry]:
-        n = len(entries)
-        explicit = [self.const_of(e.priority) if e.priority is not None else None for e in entries]
-        ann_prio = []
-        for e in entries:
-            a = ast.find_annotation(e.annotations, "priority")
-            ann_prio.append(a.int_arg() if a is not None else None)
-        out: list[M.ConstEntry] = []
         needs_prio = any(
             k.kind in (M.MatchKind.TERNARY, M.MatchKind.RANGE, M.MatchKind.OPTIONAL) for k in keys
         )
-        # p4c's BMv2 back end gives each const entry the BMv2 priority @priority(n) when
-        # annotated, else its 1-based position, and in BMv2 the smallest value wins; P4Runtime
-        # (and this target's tables) let the largest win, so those values are mirrored
-        bmv2 = [a if a is not None else i + 1 for i, a in enumerate(ann_prio)]
-        top = max(bmv2, default=0)
-        annotated = any(a is not None for a in ann_prio)
-        for i, e in enumerate(entries):
+        prios = entry_priorities(
+            [self.const_of(e.priority) if e.priority is not None else None for e in entries],
+            [_annotated_priority(e) for e in entries],
+            self._table_const(d, "largest_priority_wins", True),
+            self._table_const(d, "priority_delta", 1),
+        )
+        out: list[M.ConstEntry] = []
+        for e, prio in zip(entries, prios):
             match = tuple(self.keyset_value(ks, k) for ks, k in zip(e.keyset, keys))
-            given = explicit[i]
-            if not needs_prio:
-                prio = 0
-            elif given is not None:
-                prio = int(given)
-            elif annotated:
-                prio = top + 1 - bmv2[i]
-            else:
-                prio = n - i  # the earlier entry wins
-            out.append(M.ConstEntry(match, self.action_call(e.action, action_fq), prio))
+            action = self.action_call(e.action, action_fq)
+            is_const = all_const or e.is_const
+            out.append(M.ConstEntry(match, action, prio if needs_prio else 0, is_const))
         return out
+
+    def _table_const(self, d: ast.TableDecl, name: str, default: Any) -> Any:
+        p = d.prop(name)
+        return default if p is None or p.value is None else self.const_of(p.value)
 
     def keyset_value(self, ks: ast.Expr, key: M.KeySpec) -> Any:
         full = (1 << key.width) - 1

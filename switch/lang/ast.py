@@ -464,6 +464,7 @@ class EntrySyntax(Node):
     action: ActionRefSyntax
     priority: Expr | None = None
     annotations: list[Annotation] = field(default_factory=list)
+    is_const: bool = False  # `const` before the entry (in a mutable `entries` list)
 
 
 @dataclass(eq=False)

@@ -846,6 +846,7 @@ class Parser:
     def parse_entry(self) -> ast.EntrySyntax:
         anns = self.parse_annotations()
         start = self.tok
+        is_const = bool(self.accept("const"))
         priority = None
         if self.at("priority") and self.peek().text == "=":
             self.advance()
@@ -858,7 +859,7 @@ class Parser:
         action = self.parse_action_ref()
         anns = anns + self.parse_annotations()  # `... : a(1) @priority(3);` (p4c's form)
         self.expect(";")
-        return ast.EntrySyntax(items, action, priority, anns, span=start.span)
+        return ast.EntrySyntax(items, action, priority, anns, is_const, span=start.span)
 
     # -- statements ----------------------------------------------------------------------
 

@@ -133,7 +133,7 @@ class Table:
             entry = self._validated(
                 TableEntry(match=tuple(c.match), priority=prio, action=c.action)
             )
-            entry.is_const = True
+            entry.is_const = c.is_const
             self._add(entry)
 
     # ----- validation
@@ -211,6 +211,13 @@ class Table:
 
     # ----- writes
 
+    def _check_mutable(self, e: TableEntry) -> None:
+        if e.is_const:
+            raise StateError(
+                Code.PERMISSION_DENIED,
+                f"table '{self.name}': this entry is declared const and cannot be changed",
+            )
+
     def _check_writable(self) -> None:
         if self.spec.is_const:
             raise StateError(
@@ -243,6 +250,7 @@ class Table:
         self._check_writable()
         e = self._validated(entry)
         old = self._find_stored(e.match, e.priority)
+        self._check_mutable(old)
         if self.profile is not None:
             self.profile.retain(e.member_id, e.group_id)
             self.profile.release(old.member_id, old.group_id)
@@ -257,6 +265,7 @@ class Table:
     def delete(self, match: tuple[object, ...], priority: int = 0) -> None:
         self._check_writable()
         e = self._find_stored(self._check_match(match), self._check_priority(priority))
+        self._check_mutable(e)
         if self.profile is not None:
             self.profile.release(e.member_id, e.group_id)
         self._remove(e)

@@ -8,7 +8,8 @@ fields and on ``lookahead``, stack loops); an ingress of random statements: assi
 compound assignments to fields, slices and stack elements at constant and run-time indices
 (some computed by a function with an ``inout`` argument, a side effect), header, union and
 stack assignments, ``setValid``/``setInvalid``, ``push_front``/``pop_front``, ``if`` on
-validity and comparisons, calls of actions with ``in``/``out``/``inout`` header, union and
+validity, comparisons and header/union equality, a nested control applied to the same headers
+(its body may ``exit``), calls of actions with ``in``/``out``/``inout`` header, union and
 scalar parameters that also name the headers directly (aliasing), ``exit``, a table; the
 deparser emits everything. :func:`random_packet` gives frames shaped like what the parser
 expects, then truncated, extended or corrupted.
@@ -182,6 +183,14 @@ class Gen:
             w = rng.choice([1, 8, 16])
             op = rng.choice(["==", "!=", "<", ">=", ">"])
             return f"({self.scalar_read(w, depth + 1)} {op} {self.scalar_read(w, depth + 1)})"
+        if r < 0.85:
+            if rng.random() < 0.5 and self.union_places():
+                code, u = rng.choice(self.union_places())
+                same = [c for c, v in self.union_places() if v is u]
+            else:
+                code, t = rng.choice(self.header_places())
+                same = [c for c, v in self.header_places() if v is t]
+            return f"({code} {rng.choice(['==', '!='])} {rng.choice(same)})"
         if r < 0.9:
             return f"!{self.cond(depth + 1)}"
         op = rng.choice(["&&", "||"])
@@ -356,9 +365,13 @@ class Gen:
         out.append(self.parser())
         out.append("}")
         self.make_actions()
+        # a nested control over the same headers and metadata (its body may exit)
+        sub = " ".join(self.stmt(0, True, []) for _ in range(rng.randint(1, 4)))
+        out.append(f"control Sub(inout headers_t hdr, inout meta_t meta) {{ apply {{ {sub} }} }}")
         out.append(
             "control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {"
         )
+        out.append("    Sub() sub;")
         out.extend(self.actions)
         simple = [n for n, sig in self.action_sigs if not sig]
         if simple:
@@ -372,6 +385,7 @@ class Gen:
         if simple and rng.random() < 0.7:
             body.append("t.apply();")
         body += [self.stmt(0, False, []) for _ in range(rng.randint(2, 8))]
+        body.insert(rng.randrange(1, len(body) + 1), "sub.apply(hdr, meta);")
         out.append("    apply { " + " ".join(body) + " }")
         out.append("}")
         out.append(

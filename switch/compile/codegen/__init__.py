@@ -14,12 +14,15 @@ Conventions of the generated code:
   architecture stay the same objects.
 - Control parameters and control-level declarations are module globals (actions reach them);
   everything else is a Python local. Scalar ``out``/``inout`` parameters of actions and functions
-  are returned as a tuple and written back by the caller.
+  are returned as a tuple and written back by the caller, to l-values saved before the call,
+  on return and on ``exit`` alike (P4-16 copy-in/copy-out; ``calls.bind_args``/``invoke``).
+  Composite ones are passed by reference when that cannot differ from copy-in/copy-out.
 
 Modules: ``generator`` (the :class:`CodeGen` state, dispatch and the whole module), ``emitter``
-(lines of code), ``classes`` (header/struct/stack classes), ``expressions``, ``statements``,
-``calls`` (one rule per call kind, packet methods), ``callables`` (actions and functions),
-``blocks`` (parsers, controls, tables). The architecture's externs are not here: the compile
+(lines of code), ``classes`` (header/struct/union/stack classes), ``expressions``,
+``statements``, ``places`` (l-values evaluated once), ``effects`` (what a callee may do:
+``exit``, names it reaches), ``calls`` (one rule per call kind, packet methods),
+``callables`` (actions and functions), ``blocks`` (parsers, controls, tables). The architecture's externs are not here: the compile
 driver passes their emitters in (:class:`ExternEmitters`).
 """
 

@@ -204,7 +204,8 @@ def _operands(gen: CodeGen, e: ast.Binary) -> tuple[str, str]:
         # evaluated first (P4 evaluates left to right), so keep its value before the call
         if not isinstance(e.left, (ast.IntLit, ast.BoolLit)):
             keep = gen.tmp("l")
-            gen.pre.append(f"{keep} = {a}")
+            copy = ".copy()" if is_composite(e.left.type) else ""  # a header is an object
+            gen.pre.append(f"{keep} = {a}{copy}")
             a = keep
         gen.pre.extend(effects)
     return a, b

@@ -113,7 +113,26 @@ def _entries(ck: Checker, d: ast.TableDecl, prop: ast.TableProperty, scope: Scop
         if a not in d.action_decls:
             raise err(f"action '{a.name}' is not in the table's actions", e.action)
         if e.priority is not None:
-            ck.const_int(e.priority, scope, "entry priority")
+            if ck.const_int(e.priority, scope, "entry priority") < 0:
+                raise err("entry priorities must not be negative", e.priority)
+    given = [e.priority is not None for e in prop.entries or []]
+    if any(given) and not given[0]:
+        # P4-16 "Entry priorities": the others count from the first one
+        raise err(
+            "when entries give priorities, the first entry must give one", (prop.entries or [])[0]
+        )
+
+
+def _priority_delta(ck: Checker, d: ast.TableDecl, prop: ast.TableProperty, scope: Scope) -> None:
+    assert prop.value is not None
+    if ck.const_int(prop.value, scope, "table priority_delta") <= 0:
+        raise err("table priority_delta must be positive", prop.value)
+
+
+def _boolean(ck: Checker, d: ast.TableDecl, prop: ast.TableProperty, scope: Scope) -> None:
+    assert prop.value is not None
+    if not isinstance(ck.const_value(prop.value, scope, T.BOOL), bool):
+        raise err(f"table {prop.name} must be a compile-time boolean", prop.value)
 
 
 TABLE_PROPERTIES: dict[str, PropertyRule] = {
@@ -126,6 +145,8 @@ TABLE_PROPERTIES: dict[str, PropertyRule] = {
     "counters": _extern_instance,
     "meters": _extern_instance,
     "support_timeout": _support_timeout,
+    "largest_priority_wins": _boolean,
+    "priority_delta": _priority_delta,
     "entries": _entries,
 }
 """The properties the checker knows, in the order it checks them (others are not checked)."""
