@@ -45,7 +45,17 @@ from controller.conditions import (
     loss_threshold,
 )
 from controller.dataplane import SwitchView, path_delivers, views, working_paths
-from controller.drops import PortDrops, TargetDrop, add_up, describe, per_port, summarize
+from controller.drops import (
+    Balance,
+    PacketTotals,
+    PortDrops,
+    TargetDrop,
+    add_up,
+    balance,
+    describe,
+    per_port,
+    summarize,
+)
 from controller.entries import Group, Member, TableEntry
 from controller.errors import CommandError, ControllerError
 from controller.incast import plan_incast, run_incast
@@ -495,6 +505,7 @@ class SwitchCounters:
 
     program: dict[tuple[str, int], tuple[int, int]]
     target: tuple[TargetDrop, ...] | None  # None: the target has no drop counters (BMv2)
+    packets: PacketTotals | None = None  # None: the target does not count them (BMv2)
 
     def program_reasons(self) -> dict[str, int]:
         return program_reasons(self.program)
@@ -516,7 +527,7 @@ def read_switch_counters(ctl: FabricController, names: list[str]) -> dict[str, S
             **s.read_counters(fp.PORT_COUNTERS, ports),
             **s.read_counters([fp.DROP_REASONS]),
         }
-        return SwitchCounters(program, s.read_target_drops())
+        return SwitchCounters(program, s.read_target_drops(), s.read_target_packets())
 
     read = run_parallel([ctl.sessions[n] for n in names], one)
     out: dict[str, SwitchCounters] = {}
@@ -534,6 +545,15 @@ def _drops_message(read: dict[str, SwitchCounters]) -> str:
     blind = [n for n, c in read.items() if c.target is None]
     if blind:
         msg += f" (switch drops unavailable from {', '.join(blind)}: no target drop counters)"
+    balances = [
+        balance(c.packets, c.target)
+        for c in read.values()
+        if c.packets is not None and c.target is not None
+    ]
+    if balances:
+        together = sum(balances, Balance())
+        n = len(balances)
+        msg += f"\n{together.describe()} ({n} switch{'es' if n != 1 else ''})"
     return msg
 
 

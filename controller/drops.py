@@ -43,6 +43,12 @@ NO_TARGET_DROPS: tuple[int, ...] = (
 NO_TARGET_DROPS_RPC = frozenset({"UNIMPLEMENTED", "NOT_FOUND", "INVALID_ARGUMENT"})
 
 
+#: ``extern_type_id`` of tf-switch's packet counters and their instances.
+PACKET_COUNTERS_TYPE_ID = 0x82
+PACKETS_SWITCH = 1
+PACKETS_PORTS = 2
+
+
 class DropDecodeError(ControllerError):
     """A drop counter entity that does not have the documented form."""
 
@@ -100,6 +106,106 @@ def decode_drop(entity: p4runtime_pb2.Entity) -> TargetDrop | None:
 def decode_drops(entities: Iterable[p4runtime_pb2.Entity]) -> tuple[TargetDrop, ...]:
     out = (decode_drop(e) for e in entities)
     return tuple(d for d in out if d is not None)
+
+
+@dataclass(frozen=True)
+class PacketTotals:
+    """Packets into and out of one switch, as its target counts them."""
+
+    in_pkts: int  # arrived at its ports (kernel overruns included) + PacketOuts + copies made
+    out_pkts: int  # sent by its ports + PacketIns
+    queued_pkts: int  # still in its queues
+    copies_pkts: int = 0  # of in_pkts: clones and multicast replicas the switch made
+
+
+@dataclass(frozen=True)
+class Balance:
+    """``in = out + drops + queued``, and what that leaves unexplained (0 when it balances)."""
+
+    in_pkts: int = 0
+    out_pkts: int = 0
+    drop_pkts: int = 0
+    queued_pkts: int = 0
+
+    @property
+    def unexplained_pkts(self) -> int:
+        return self.in_pkts - self.out_pkts - self.drop_pkts - self.queued_pkts
+
+    def __add__(self, other: Balance) -> Balance:
+        return Balance(
+            self.in_pkts + other.in_pkts,
+            self.out_pkts + other.out_pkts,
+            self.drop_pkts + other.drop_pkts,
+            self.queued_pkts + other.queued_pkts,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"packets in {self.in_pkts} = out {self.out_pkts} + dropped {self.drop_pkts} "
+            f"+ queued {self.queued_pkts}, unexplained {self.unexplained_pkts}"
+        )
+
+
+def packets_read() -> p4runtime_pb2.Entity:
+    """The read request of the switch's packet counters (the switch and every port)."""
+    entity = p4runtime_pb2.Entity()
+    entity.extern_entry.extern_type_id = PACKET_COUNTERS_TYPE_ID
+    return entity
+
+
+def _struct(ee: p4runtime_pb2.ExternEntry) -> dict[str, object]:
+    st = struct_pb2.Struct()
+    if not ee.entry.Unpack(st):
+        raise DropDecodeError(f"target counter entry of type {ee.entry.type_url}, not a Struct")
+    return dict(json_format.MessageToDict(st))
+
+
+def decode_packets(entities: Iterable[p4runtime_pb2.Entity]) -> PacketTotals | None:
+    """A packet counter read (None: it held no switch entity).
+
+    Raises:
+        DropDecodeError: an entity without the documented fields.
+    """
+    switch: dict[str, object] | None = None
+    ports: list[dict[str, object]] = []
+    for e in entities:
+        if e.WhichOneof("entity") != "extern_entry":
+            continue
+        ee = e.extern_entry
+        if ee.extern_type_id != PACKET_COUNTERS_TYPE_ID:
+            continue
+        if ee.extern_id == PACKETS_SWITCH:
+            switch = _struct(ee)
+        elif ee.extern_id == PACKETS_PORTS:
+            ports.append(_struct(ee))
+    if switch is None:
+        return None
+
+    def n(d: dict[str, object], key: str) -> int:
+        v = d.get(key)
+        if not isinstance(v, int | float):
+            raise DropDecodeError(f"packet counters {d}: no number '{key}'")
+        return int(v)
+
+    copies = n(switch, "copies_pkts")
+    arrived = sum(n(p, "in_pkts") for p in ports) if ports else n(switch, "rx_pkts")
+    sent = sum(n(p, "tx_pkts") for p in ports) if ports else n(switch, "tx_pkts")
+    return PacketTotals(
+        arrived + n(switch, "from_cpu_pkts") + copies,
+        sent + n(switch, "to_cpu_pkts"),
+        n(switch, "queued_pkts"),
+        copies,
+    )
+
+
+def balance(packets: PacketTotals, drops: Iterable[TargetDrop]) -> Balance:
+    """One switch's packets in against out, drops (every reason) and queued."""
+    return Balance(
+        packets.in_pkts,
+        packets.out_pkts,
+        sum(d.packets for d in drops),
+        packets.queued_pkts,
+    )
 
 
 @dataclass(frozen=True)

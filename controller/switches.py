@@ -27,9 +27,12 @@ from controller.config import ControllerConfig
 from controller.drops import (
     NO_TARGET_DROPS,
     NO_TARGET_DROPS_RPC,
+    PacketTotals,
     TargetDrop,
     decode_drops,
+    decode_packets,
     drop_read,
+    packets_read,
 )
 from controller.entries import Diff, Entity, EntityMap, Group, Member, TableEntry, diff, index
 from controller.errors import FabricUnavailable, P4RuntimeError, SchemaError
@@ -236,6 +239,17 @@ class SwitchSession:
                 return None
             raise
         return decode_drops(msgs)
+
+    def read_target_packets(self) -> PacketTotals | None:
+        """The switch target's packets in, out and queued, in one Read (None: the target does
+        not count them, e.g. BMv2; :mod:`controller.drops`)."""
+        try:
+            msgs = self.client.read([packets_read()])
+        except P4RuntimeError as err:
+            if err.code in NO_TARGET_DROPS_RPC or any(err.only(c) for c in NO_TARGET_DROPS):
+                return None
+            raise
+        return decode_packets(msgs)
 
     def enable_digest(self, name: str) -> None:
         """Insert the DigestEntry (or modify it when one exists) with the configured timeouts."""

@@ -225,6 +225,7 @@ class SwitchDaemon:
             except OSError as e:
                 raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
         self.device.io_drops = ports.drop_cells
+        self.device.io_packets = ports.packets
         if self.args.pcap is not None:
             from switch.device.pcap import PcapWriter
 

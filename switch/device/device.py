@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switch.compile import CompiledProgram
 from switch.device.tm import TrafficManager
@@ -35,6 +35,9 @@ from switch.pipeline.drops import DropCell, DropCounters, DropReason, merge_cell
 from switch.pipeline.state import SwitchState
 from switch.pipeline.v1model import EgressJob, InstanceType, V1Switch
 from switch.schema import ControllerHeaderSpec
+
+if TYPE_CHECKING:
+    from switch.device.ports import PortPackets
 
 PacketInHook = Callable[[bytes, dict[int, int]], None]
 
@@ -57,6 +60,21 @@ class DeviceCounters:
     from_cpu: int = 0
     no_pipeline_drops: int = 0
     malformed_packet_out: int = 0
+
+
+@dataclass(frozen=True)
+class PacketTotals:
+    """Packets through the device, for conservation: ``rx + from_cpu + copies = tx + to_cpu +
+    drops + queued`` (without ports); with ports, the ports' ``in``/``tx`` replace ``rx``/``tx``
+    (frames lost before the device or after it are drop reasons too)."""
+
+    rx_pkts: int  # frames handed to ingress from the ports
+    tx_pkts: int  # frames egress handed to the ports (not the CPU port)
+    from_cpu_pkts: int  # PacketOuts
+    to_cpu_pkts: int  # PacketIns
+    copies_pkts: int  # packets the switch made: clones, multicast replicas beyond the first
+    queued_pkts: int  # in the traffic manager's queues or about to be handed out
+    ports: tuple[PortPackets, ...] = ()
 
 
 def _encode_header(spec: ControllerHeaderSpec, values: dict[int, int]) -> bytes:
@@ -155,6 +173,9 @@ class Device:
         # daemon sets it to its PortSet's (call with ``lock`` held).
         self.io_drops: Callable[[], list[DropCell]] | None = None
         self.tm.drop_cells = self.drop_cells
+        # The ports' packets in and out (set by the daemon like ``io_drops``).
+        self.io_packets: Callable[[], list[PortPackets]] | None = None
+        self._copies = 0  # made by pipelines no longer running
         self.on_packet_in: PacketInHook | None = None
         self.on_pipeline_change: Callable[[], None] | None = None
         self._start_ns = time.monotonic_ns()
@@ -187,6 +208,8 @@ class Device:
             sw = V1Switch(pipeline.program, seed=self.seed, clock=self.now_us, drops=self.drops)
             if keep_state and old is not None:
                 _carry_state(old.state, sw.state)
+            if old is not None:
+                self._copies += old.counters.copies
             self.switch = sw
             self.pipeline = pipeline
         if self.on_pipeline_change is not None:
@@ -209,13 +232,13 @@ class Device:
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
         """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
         sw = self.switch
+        self.counters.from_cpu += 1
         if sw is None or self.cpu_port is None:
             self.counters.no_pipeline_drops += 1
             self.drops.count(DropReason.NO_PIPELINE, self.cpu_port or 0)
             return 0
         spec = _controller_header(sw.program, "packet_out")
         data = payload if spec is None else _encode_header(spec, metadata) + payload
-        self.counters.from_cpu += 1
         n = self._enqueue(sw.ingress_pass(self.cpu_port, data))
         self.wakeup.set()
         return n
@@ -307,6 +330,7 @@ class Device:
             return
         decoded = _decode_header(spec, data)
         if decoded is None:
+            self.counters.to_cpu -= 1  # not a PacketIn after all: a drop
             self.drops.count(DropReason.PACKET_IN_MALFORMED, self.cpu_port or 0)
             return
         values, payload = decoded
@@ -319,6 +343,20 @@ class Device:
         """
         io = self.io_drops() if self.io_drops is not None else []
         return merge_cells(self.drops.cells(), io)
+
+    def packet_totals(self) -> PacketTotals:
+        """Packets in, out, made and queued so far (call with ``lock`` held)."""
+        c = self.counters
+        sw = self.switch
+        return PacketTotals(
+            c.rx,
+            c.tx,
+            c.from_cpu,
+            c.to_cpu,
+            self._copies + (sw.counters.copies if sw is not None else 0),
+            self.tm.backlog + len(self._ready),
+            tuple(self.io_packets()) if self.io_packets is not None else (),
+        )
 
     def next_departure_us(self) -> float | None:
         """When the data path must run again to send something (None: nothing pending)."""

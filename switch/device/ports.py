@@ -62,7 +62,7 @@ from switch.device.packet_ring import (
 )
 from switch.pipeline.drops import DropCell, DropReason
 
-__all__ = ["Port", "PortCounters", "PortOptions", "PortSet", "disable_offloads"]
+__all__ = ["Port", "PortCounters", "PortOptions", "PortPackets", "PortSet", "disable_offloads"]
 
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
@@ -92,6 +92,16 @@ class PortCounters:
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class PortPackets:
+    """What one port took in and sent out, for packet conservation (``in = out + drops``)."""
+
+    port: int
+    in_pkts: int  # frames that arrived: handed to the switch, malformed, or ring overruns
+    rx_pkts: int  # of those, handed to the switch
+    tx_pkts: int  # frames the kernel took to send
 
 
 def _interface_mtu(sock: socket.socket, ifname: str) -> int:
@@ -422,6 +432,13 @@ class Port:
             if count
         ]
 
+    def packets(self) -> PortPackets:
+        """Frames in and out of this port so far (reads the kernel's overruns now)."""
+        self._fold_kernel_drops()
+        c = self.counters
+        rx_malformed = c.malformed - c.tx_malformed
+        return PortPackets(self.number, c.rx + rx_malformed + c.rx_dropped, c.rx, c.tx)
+
     def read_counters(self) -> PortCounters:
         """The counters, with the kernel's drop count (``PACKET_STATISTICS``) folded in."""
         self._fold_kernel_drops()
@@ -621,6 +638,10 @@ class PortSet:
     def counters(self) -> dict[int, PortCounters]:
         """Per-port counters (reads the kernel's drop counts)."""
         return {p.number: p.read_counters() for p in self._order}
+
+    def packets(self) -> list[PortPackets]:
+        """Frames in and out of every port (:meth:`Port.packets`)."""
+        return [p.packets() for p in self._order]
 
     def drop_cells(self) -> list[DropCell]:
         """Drops of every port by reason (:meth:`Port.drop_cells`), and frames sent to a port

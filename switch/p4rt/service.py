@@ -143,6 +143,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self.extras,
             self.digests.config_changed,
             self.device.drop_cells,
+            self.device.packet_totals,
         )
 
     # ----- checks shared by RPCs

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from switch.device.device import PacketTotals
 from switch.p4rt.pipeline_view import PipelineView
 from switch.pipeline.drops import DropCell
 from switch.pipeline.pre import Replica
@@ -51,3 +52,5 @@ class Target:
     on_digest_config: Callable[[str], None] = lambda name: None
     # The device's drop counters by reason, port and queue (target-specific ExternEntry reads).
     drop_cells: Callable[[], list[DropCell]] = lambda: []
+    # Packets in, out, made and queued (target-specific ExternEntry reads); None: not kept.
+    packet_totals: Callable[[], PacketTotals] | None = None

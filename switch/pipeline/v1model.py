@@ -156,6 +156,7 @@ class Counters:
     parser_errors: int = 0
     pass_limit_drops: int = 0
     assert_drops: int = 0
+    copies: int = 0  # packets made by the switch: clones, multicast replicas beyond the first
 
 
 class V1Switch:
@@ -296,7 +297,9 @@ class V1Switch:
         jobs: list[EgressJob] = []
         # 1. clone (I2E): the packet as it entered ingress, parsed again
         if rt.clone_req is not None and rt.clone_req[0] == "I2E":
-            jobs.extend(self._i2e_clones(rt.clone_req, meta, sm, data))
+            clones = self._i2e_clones(rt.clone_req, meta, sm, data)
+            self.counters.copies += len(clones)
+            jobs.extend(clones)
         # 2. digest: recorded when digest() ran
         # 3. resubmit
         if rt.resubmit_req is not None:
@@ -324,6 +327,8 @@ class V1Switch:
                 )
             if not replicas:
                 self.drops.count(DropReason.MCAST_EMPTY, port)
+            else:
+                self.counters.copies += len(replicas) - 1
             return jobs
         # 5. drop
         spec = sm.f_egress_spec
@@ -437,6 +442,7 @@ class V1Switch:
                 if trunc:
                     c.truncate = trunc
                 clones.append(c)
+            self.counters.copies += len(clones)
         if sm.f_egress_spec == DROP_PORT:
             self.counters.dropped += 1
             self.drops.count(DropReason.EGRESS_DROP, job.port)

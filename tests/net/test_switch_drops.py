@@ -5,7 +5,8 @@ veths: the hosts' kernels send nothing of their own). h1 sends a known mix as fa
 frames to route, frames whose hop limit runs out, truncated IPv6 headers and non-IPv6 frames,
 into an egress queue of 8 packets drained at 2,000 packets/s. The switch's drop counters, read
 over P4Runtime (the target-specific ``ExternEntry`` read) and from the runtime CLI, must explain
-every frame h2 did not receive, exactly, by reason.
+every frame h2 did not receive, exactly, by reason; and the switch's own packet counters must
+count what h1 sent as in and what h2 received as out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller.drops import decode_drops, drop_read
+from controller.drops import balance, decode_drops, decode_packets, drop_read, packets_read
 from tests.net.test_switch_daemon import free_port, wait_listening
 from tests.netkit import NET_MARKS, NetKit, call_in_netns, read_if_stat
 
@@ -115,15 +116,21 @@ def test_packets_in_equal_packets_out_plus_counted_drops(netkit: NetKit) -> None
 
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as ch:
             stub = p4runtime_pb2_grpc.P4RuntimeStub(ch)
-            req = p4runtime_pb2.ReadRequest(device_id=1, entities=[drop_read()])
-            drops = decode_drops(e for rep in stub.Read(req, timeout=10) for e in rep.entities)
+            req = p4runtime_pb2.ReadRequest(device_id=1, entities=[drop_read(), packets_read()])
+            read = [e for rep in stub.Read(req, timeout=10) for e in rep.entities]
+        drops = decode_drops(read)
+        packets = decode_packets(read)
         by = {(d.reason, d.port, d.queue): d.packets for d in drops}
-        print(f"sent {sent}, received {out}, drops {by}")
+        print(f"sent {sent}, received {out}, drops {by}, switch counted {packets}")
         assert sent == ROUTED + EXPIRING + TRUNCATED + NOT_IPV6
         assert by.get(("ingress_drop", 1, None), 0) == EXPIRING + NOT_IPV6
         assert by.get(("parser_error", 1, None), 0) == TRUNCATED
         assert by.get(("tail_drop", 2, 0), 0) > 0
         assert sent == out + sum(by.values())
+        # the switch's own count of what came in and went out agrees with the hosts'
+        assert packets is not None
+        assert (packets.in_pkts, packets.out_pkts, packets.queued_pkts) == (sent, out, 0)
+        assert balance(packets, drops).unexplained_pkts == 0
 
         shown = cli(cli_port, "show_drops")
         assert f"total {sum(by.values())} packets dropped" in shown

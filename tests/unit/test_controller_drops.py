@@ -68,14 +68,17 @@ def controller(tmp: Path) -> Iterator[tuple[FabricController, dict[str, Device]]
 def fabric_with_drops(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[FabricController, int, int]]:
-    """A fabric where LEAF tail-dropped 7 packets on its uplink and its program dropped one
-    packet whose hop limit ran out (arriving on the host port)."""
+    """A fabric where LEAF received 8 packets on its host port: it tail-dropped 7 on its
+    uplink (a queue of depth 0) and its program dropped one whose hop limit ran out."""
     with controller(tmp_path_factory.mktemp("drops")) as (ctl, devices):
         dev = devices[LEAF]
         host_port, uplink = sorted(ctl.wiring.switch_ports(LEAF))
         assert ctl.wiring.peer(LEAF, uplink).name.startswith("p0s")  # type: ignore[union-attr]
         with dev.lock:
-            dev.drops.count(DropReason.TAIL_DROP, uplink, 0, 7)
+            dev.tm.set_depth(0, port=uplink)  # every packet for the spine is tail-dropped
+            to_spine = Ether() / IPv6(dst="fcbb:bb00:2000::", hlim=64) / UDP(dport=9)  # p0s0
+            for _ in range(7):
+                dev.receive(host_port, bytes(to_spine))
             expiring = Ether() / IPv6(dst="2001:db8::1", hlim=1) / UDP(dport=9)
             dev.receive(host_port, bytes(expiring))
         yield ctl, host_port, uplink
@@ -91,10 +94,16 @@ def test_counters_show_the_switch_drops_per_port_and_the_reasons_once(
     assert rows[host_port]["rx_drop_pkts"] == 1  # the program's counter saw its own drop
     assert rows[host_port]["tail_drop_pkts"] == 0
     # the program's drop is told by fabric.p4's reason, not again as the switch's ingress_drop
-    assert out["message"] == "drops by reason: tail_drop 7, hop limit 1"
-    table = ctl.run_command(["counters"])
-    assert "tail_drop_pkts" in table.splitlines()[0]
-    assert table.splitlines()[-1] == "drops by reason: tail_drop 7, hop limit 1"
+    assert out["message"] == (
+        "drops by reason: tail_drop 7, hop limit 1\n"
+        "packets in 8 = out 0 + dropped 8 + queued 0, unexplained 0 (1 switch)"
+    )
+    table = ctl.run_command(["counters"]).splitlines()
+    assert "tail_drop_pkts" in table[0]
+    assert table[-2:] == [
+        "drops by reason: tail_drop 7, hop limit 1",
+        "packets in 8 = out 0 + dropped 8 + queued 0, unexplained 0 (3 switches)",
+    ]
 
 
 def test_counters_by_reason_lists_port_queue_and_source(

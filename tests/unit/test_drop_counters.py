@@ -14,21 +14,29 @@ from controller.drops import (
     DROP_COUNTERS_TYPE_ID as CONTROLLER_TYPE_ID,
 )
 from controller.drops import (
+    PACKET_COUNTERS_TYPE_ID as CONTROLLER_PACKETS_TYPE_ID,
+)
+from controller.drops import (
     PACKET_OUT_DROPPED,
     UNEXPLAINED,
+    PacketTotals,
     TargetDrop,
+    balance,
     decode_drops,
+    decode_packets,
     describe,
     drop_read,
+    packets_read,
     per_port,
     summarize,
 )
 from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device, Pipeline
+from switch.device.ports import PortPackets
 from switch.device.sscli import run_command
 from switch.device.tm import TrafficManager
 from switch.p4info import build_p4info
-from switch.p4rt.entity_target import DROP_COUNTERS_TYPE_ID
+from switch.p4rt.entity_target import DROP_COUNTERS_TYPE_ID, PACKET_COUNTERS_TYPE_ID
 from switch.pipeline.drops import (
     BY_NAME,
     MAX_QUEUES,
@@ -39,8 +47,8 @@ from switch.pipeline.drops import (
     merge_cells,
 )
 
-# Parses Ethernet + a 4-byte "tag"; ingress drops on a parser error or tag.kind 1, sends the
-# rest to port tag.port; egress drops tag.kind 2.
+# Parses Ethernet + a 4-byte "tag"; ingress drops on a parser error or tag.kind 1, multicasts
+# tag.kind 3 to group tag.port, sends the rest to port tag.port; egress drops tag.kind 2.
 PROGRAM = """
 #include <core.p4>
 #include <v1model.p4>
@@ -57,6 +65,8 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
     apply {
         if (sm.parser_error != error.NoError || hdr.tag.kind == 1) {
             mark_to_drop(sm);
+        } else if (hdr.tag.kind == 3) {
+            sm.mcast_grp = (bit<16>)hdr.tag.port;
         } else {
             sm.egress_spec = (bit<9>)hdr.tag.port;
         }
@@ -114,6 +124,7 @@ def test_every_reason_has_one_row_with_a_unique_name() -> None:
 
 def test_the_controller_reads_the_type_id_the_switch_serves() -> None:
     assert CONTROLLER_TYPE_ID == DROP_COUNTERS_TYPE_ID
+    assert CONTROLLER_PACKETS_TYPE_ID == PACKET_COUNTERS_TYPE_ID
     assert 0x80 <= DROP_COUNTERS_TYPE_ID < 0xFF  # P4Runtime's OTHER_EXTERNS range
 
 
@@ -191,22 +202,34 @@ def test_packets_in_equal_packets_out_plus_drops_through_a_small_queue(
 ) -> None:
     clock = Clock()
     dev = device(pipeline, clock)
+    assert dev.state is not None
+    for cmd in ("mc_mgrp_create 1", "mc_node_create 0 2 3", "mc_node_associate 1 0"):
+        run_command(dev.state, dev.tm, cmd)
+    run_command(dev.state, dev.tm, "mc_mgrp_create 2")  # no replicas
     dev.tm.set_depth(5, port=2)
     dev.tm.set_rate(1000, port=2)  # one packet per ms
-    kinds = [0, 0, 1, 0, 2, 0, 0, 0, 0, 0] * 10
+    kinds = [(0, 2), (0, 2), (1, 2), (0, 2), (2, 2), (3, 1), (3, 2), (0, 2), (0, 3), (0, 2)] * 10
     out = 0
-    for i, kind in enumerate(kinds):
-        dev.receive(1, frame(kind=kind, port=2) if i % 13 else frame()[:15])
+    for i, (kind, port) in enumerate(kinds):
+        dev.receive(1, frame(kind, port) if i % 13 else frame()[:15])
         if i % 4 == 0:
             clock.us += 1000
             out += len(dev.service_queues())
+        if i == 50:  # a PacketOut too (ingress on the CPU port, like a frame from port 255)
+            dev.packet_out(frame(0, 3), {})
+    totals = dev.packet_totals()
+    assert totals.queued_pkts > 0
     for _ in range(20):  # drain
         clock.us += 1000
         out += len(dev.service_queues())
     drops = dev.drop_cells()
     by = counts(drops)
     assert by[("tail_drop", 2, 0)] > 0 and by[("parser_error", 1, None)] > 0
-    assert len(kinds) == out + sum(c.packets for c in drops)
+    assert by[("mcast_empty", 1, None)] > 0
+    totals = dev.packet_totals()
+    assert totals.copies_pkts > 0 and totals.queued_pkts == 0 and totals.from_cpu_pkts == 1
+    assert totals.rx_pkts == len(kinds) and totals.tx_pkts == out
+    assert len(kinds) + 1 + totals.copies_pkts == out + sum(c.packets for c in drops)
 
 
 def test_the_runtime_cli_shows_drops_by_reason(pipeline: Pipeline) -> None:
@@ -246,10 +269,33 @@ def test_p4runtime_reads_the_drops_as_target_extern_entries() -> None:
         # the wildcard Entity (type id 0) reads them as well
         wild = p4runtime_pb2.Entity(extern_entry=p4runtime_pb2.ExternEntry())
         assert len(decode_drops(h.read(wild))) == 3
+        assert decode_packets(h.read(wild)) is not None  # and the packet counters
+
+
+def test_p4runtime_reads_the_packet_counters_and_they_balance() -> None:
+    with running() as h:
+        dev = h.device
+        dev.counters.rx, dev.counters.tx = 12, 3  # without ports these count
+        dev.counters.from_cpu, dev.counters.to_cpu = 2, 1
+        packets = decode_packets(h.read(packets_read()))
+        assert packets == PacketTotals(in_pkts=14, out_pkts=4, queued_pkts=0)
+        dev.io_packets = lambda: [PortPackets(1, 20, 18, 0), PortPackets(2, 0, 0, 9)]
+        dev.drops.count(DropReason.TAIL_DROP, 2, 0, 7)
+        dev.io_drops = lambda: [DropCell(DropReason.RX_OVERRUN, 1, None, 2)]
+        packets = decode_packets(h.read(packets_read()))
+        assert packets == PacketTotals(in_pkts=22, out_pkts=10, queued_pkts=0)
+        b = balance(packets, decode_drops(h.read(drop_read())))
+        assert (b.drop_pkts, b.unexplained_pkts) == (9, 3)
+        assert "unexplained 3" in b.describe()
+        e = packets_read()
+        e.extern_entry.extern_id = 2  # the ports only
+        assert decode_packets(h.read(e)) is None  # no switch entity: nothing to balance
+        assert len(h.read(e)) == 2
 
 
 @pytest.mark.parametrize(
-    ("type_id", "extern_id"), [(0x82, 0), (DROP_COUNTERS_TYPE_ID, max(DropReason) + 1)]
+    ("type_id", "extern_id"),
+    [(0x83, 0), (DROP_COUNTERS_TYPE_ID, max(DropReason) + 1), (PACKET_COUNTERS_TYPE_ID, 3)],
 )
 def test_unknown_extern_types_and_reasons_are_not_found(type_id: int, extern_id: int) -> None:
     with running() as h:
