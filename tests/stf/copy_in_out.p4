@@ -8,7 +8,8 @@
 // out argument (a stack element at a run-time index) is saved before a later argument's side
 // effect changes the index; an inout scalar's value is read before a later argument changes
 // it; a nested control given the same header twice; a function with an inout header and a
-// return value.
+// return value; an extern (hash) whose data argument changes the index of its out argument
+// (the l-value is saved first).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -110,6 +111,10 @@ control MyIngress(inout headers_t hdr, inout meta_t m, inout standard_metadata_t
             pair.apply(hdr.h, hdr.h);
         } else if (hdr.h.sel == 7) {
             hdr.fl.f = swap_ab(hdr.h);
+        } else if (hdr.h.sel == 8) {
+            // an extern's out argument: its l-value (index i) is saved first, then the data
+            // argument is evaluated (its bump(i) does not move the result's index)
+            hash(hdr.s[hdr.h.i & 3].x, HashAlgorithm.identity, 8w0, { bump(hdr.h.i) }, 16w256);
         }
     }
 }

@@ -17,7 +17,7 @@ from switch.compile.codegen.callables import action_fn, function_fn
 from switch.compile.codegen.classes import default_value, flat_fields, is_composite
 from switch.compile.codegen.effects import overlap, root_symbol, storage_path
 from switch.compile.codegen.emitter import Emitter, mask
-from switch.compile.codegen.places import Place, saved_object
+from switch.compile.codegen.places import Place, is_path, saved_object
 from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
@@ -318,7 +318,7 @@ def _extern_func(
         raise UnsupportedError(
             f"extern function '{info.name}' is not supported by this target", e.span
         )
-    return emit(gen, e, info, out)
+    return _with_saved_lvalues(gen, info, lambda: emit(gen, e, info, out))
 
 
 def _extern_method(
@@ -329,7 +329,26 @@ def _extern_method(
         raise UnsupportedError(
             f"method '{info.extern_name}.{info.name}' is not supported by this target", e.span
         )
-    return emit(gen, e, info, out)
+    return _with_saved_lvalues(gen, info, lambda: emit(gen, e, info, out))
+
+
+def _with_saved_lvalues(gen: CodeGen, info: CallInfo, emit: Callable[[], str | None]) -> str | None:
+    """Run an extern's emitter with the l-values of its out/inout arguments saved first, in
+    argument order (calling convention step 3): the emitter's reads of an inout argument and
+    its stores into any of them use the saved places, whatever it evaluates in between."""
+    saved: list[ast.Expr] = []
+    for p, a in zip(info.params, info.args):
+        if a is not None and p.direction in ("out", "inout") and not is_path(a):
+            place = gen.g_place(a)
+            gen.saved_places[id(a)] = place
+            gen.memo[id(a)] = place.read
+            saved.append(a)
+    try:
+        return emit()
+    finally:
+        for a in saved:
+            del gen.saved_places[id(a)]
+            del gen.memo[id(a)]
 
 
 def _packet_method(

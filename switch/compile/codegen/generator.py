@@ -66,8 +66,9 @@ class CodeGen:
         self.inst: BlockInst | None = None  # the instance whose code is being generated
         self.fn = FnCtx("function")
         self.pre: list[str] = []
-        self.memo: dict[int, str] = {}
-        self.effects = Effects()  # id(expression) -> code of its already computed value
+        self.memo: dict[int, str] = {}  # id(expression) -> code of its already computed value
+        self.saved_places: dict[int, Place] = {}  # id(lvalue) -> its place, saved before a call
+        self.effects = Effects()  # what callees may do (exit, names they reach)
         self.tmp_n = 0
         self.bindings: dict[str, tuple[str, str]] = {}  # py global -> (kind, fqname)
         self.generated_actions: set[str] = set()
@@ -207,7 +208,12 @@ class CodeGen:
         return rule(self, lhs)
 
     def g_assign(self, lhs: ast.Expr, value: str, out: Emitter) -> None:
-        """Store the code ``value`` into the lvalue ``lhs`` (evaluated now, into ``out``)."""
+        """Store the code ``value`` into the lvalue ``lhs`` (evaluated now, into ``out``, unless
+        its l-value was saved before the call that stores into it)."""
+        done = self.saved_places.get(id(lhs))
+        if done is not None:
+            done.write(value, out)
+            return
         saved = self.pre
         self.pre = []
         place = self.g_place(lhs)
