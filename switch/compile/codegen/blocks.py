@@ -63,6 +63,11 @@ def gen_parser(gen: CodeGen, inst: BlockInst) -> None:
             gen.g_stmt(loc, e)
     state_ids = {s.name: i for i, s in enumerate(decl.states)}
     e.line(f"_st = {state_ids['start']}")
+    guard = bool(outs) and not top_level
+    if guard:
+        # a sub-parser that rejects still copies its outs back (to its caller's saved l-values)
+        e.line("try:")
+        e.indent()
     e.line("while True:")
     e.indent()
     for i, st in enumerate(decl.states):
@@ -73,6 +78,11 @@ def gen_parser(gen: CodeGen, inst: BlockInst) -> None:
         _transition(gen, st.transition, state_ids, e)
         e.dedent()
     e.dedent()
+    if guard:
+        e.dedent()
+        e.line("except _ParserError as _x:")
+        e.line("    _x.outs = " + tuple_code(outs))
+        e.line("    raise")
     if outs:
         e.line("return " + tuple_code(outs))
     emit_function(gen, f"P_{inst.py}({', '.join(p.sym.pyname for p in decl.params)})", e)

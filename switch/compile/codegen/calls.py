@@ -209,16 +209,18 @@ def invoke(
     result: str | None,
     may_exit: bool,
     out: Emitter,
+    signal: str = "_ExitSignal",
 ) -> None:
     """Emit ``call`` (assigned to ``result`` if given), then copy the ``outs`` back to their
     saved l-values from ``source(out)``, on return and on ``exit`` alike (P4-16 "Exit
     statement"). A callee that may exit attaches its scalar outs to the ``_ExitSignal`` as
-    ``outs``, laid out as its return value."""
+    ``outs``, laid out as its return value; a sub-parser that rejects does the same with its
+    ``_ParserError`` (``signal``)."""
     line = f"{result} = {call}" if result else call
     if may_exit and outs:
         out.line("try:")
         out.line(f"    {line}")
-        out.line("except _ExitSignal as _x:")
+        out.line(f"except {signal} as _x:")
         out.indent()
         if result and any(o.temp is None for o in outs):
             out.line(f"{result} = _x.outs")
@@ -287,10 +289,11 @@ def _block_apply(
     is_parser = isinstance(child.decl, ast.ParserDecl)
     call = f"{'P_' if is_parser else 'C_'}{child.py}({', '.join(args)})"
     if is_parser:
-        # the sub-parser returns its scalar outs
+        # the sub-parser returns its scalar outs, and hands them over when it rejects: the
+        # spec copies out on reject too (p4c issue 5524: BMv2 does not, yet)
         scalars = [o for o in outs if o.temp is None]
         r = gen.tmp("r") if scalars else None
-        invoke(gen, call, outs, lambda o: f"{r}[{o.slot}]", r, False, out)
+        invoke(gen, call, outs, lambda o: f"{r}[{o.slot}]", r, True, out, "_ParserError")
         return None
     # the child control's parameters are its module globals (the call may go through a
     # control *type* declaration when the instance was passed as a constructor argument)
