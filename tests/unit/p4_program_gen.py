@@ -3,16 +3,17 @@
 :func:`random_program` writes one program from a seed: header types of random layouts (every
 header a whole number of bytes), header unions of them, a headers struct holding headers,
 header stacks, unions, stacks of unions and a nested struct with a header and a union; a
-parser extracting into all of those (``s.next``, ``us.next.member``, union members, selects on
-fields and on ``lookahead``, stack loops); an ingress of random statements: assignments and
+parser extracting into all of those (``s.next``, ``us.next.member``, union members, a
+sub-parser with ``out``/``inout`` arguments that may reject, selects on fields and on
+``lookahead``, stack loops); an ingress of random statements: assignments and
 compound assignments to fields, slices and stack elements at constant and run-time indices
 (some computed by a function with an ``inout`` argument, a side effect), header, union and
 stack assignments, ``setValid``/``setInvalid``, ``push_front``/``pop_front``, ``if`` on
 validity, comparisons and header/union equality, a nested control applied to the same headers
 (its body may ``exit``), calls of actions with ``in``/``out``/``inout`` header, union and
 scalar parameters that also name the headers directly (aliasing), ``exit``, a table; the
-deparser emits everything. :func:`random_packet` gives frames shaped like what the parser
-expects, then truncated, extended or corrupted.
+deparser emits everything. ``Gen.packet`` gives frames of whole headers' sizes, some
+truncated.
 
 Run many from the command line (the unit suite runs a few)::
 
@@ -334,8 +335,17 @@ class Gen:
             else:
                 trans = f"transition {nxt};"
             states.append(f"    state st{i} {{ pkt.extract({tgt}); {trans} }}")
-        start = "    state start { transition st0; }"
-        return "\n".join([start, *states])
+        # a sub-parser extracting into a header given as an out argument (it may reject)
+        subs = [(c, t) for c, t in self.header_places(False) if t is self.types[0]]
+        if subs and rng.random() < 0.5:
+            code, _t = rng.choice(subs)
+            states.insert(
+                0, f"    state sub {{ subp.apply(pkt, {code}, meta.m1); transition st0; }}"
+            )
+            start = "    state start { transition sub; }"
+        else:
+            start = "    state start { transition st0; }"
+        return "\n".join(["    SubP() subp;", start, *states])
 
     def text(self) -> str:
         rng = self.rng
@@ -358,6 +368,11 @@ class Gen:
         out.append("struct headers_t { " + " ".join(fields) + " }")
         out.append("struct meta_t { " + " ".join(f"bit<{w}> {n};" for n, w in META.items()) + " }")
         out.append("bit<8> bump(inout bit<8> x) { x = x + 8w1; return x; }")
+        t0 = self.types[0].name
+        out.append(
+            f"parser SubP(packet_in pkt, out {t0} x, inout bit<8> c) {{ state start {{ "
+            "c = c + 8w1; pkt.extract(x); c = c + 8w1; transition accept; } }"
+        )
         out.append(
             "parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, "
             "inout standard_metadata_t sm) {"
