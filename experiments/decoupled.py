@@ -299,7 +299,9 @@ def elastic_config(s: Settings, seed: int) -> ElasticConfig:
         seed=seed,
         rendezvous_timeout_s=s.rendezvous_timeout_s,
         reconfigure_s=s.elastic_reconfigure_steps * s.min_step_s,
-        join_timeout_s=max(2.0, 2 * s.elastic_reconfigure_steps * s.min_step_s),
+        # a joiner waits for a commit, its donor's state and the re-forming: asking again
+        # early fails the round it was just admitted to (a livelock under load, measured)
+        join_timeout_s=10.0 + 2 * s.elastic_reconfigure_steps * s.min_step_s,
         reply_timeout_s=10.0 + s.elastic_reconfigure_steps * s.min_step_s,
         checkpoint_every_steps=s.sync_every_steps,
         min_step_s=s.min_step_s,

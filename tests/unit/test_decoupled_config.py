@@ -54,8 +54,8 @@ def test_invalid_decoupled_settings_are_refused(changes: dict[str, object], matc
         ),
         (lambda: ElasticConfig(reconfigure_s=-1.0), "reconfigure_s must be >= 0"),
         (
-            lambda: ElasticConfig(reconfigure_s=2.0, join_timeout_s=2.0),
-            "join_timeout_s .* must exceed 2 s with reconfigure_s 2",
+            lambda: ElasticConfig(reconfigure_s=2.0, join_timeout_s=4.5, rendezvous_timeout_s=1.0),
+            "join_timeout_s .* must exceed 5 s with reconfigure_s 2",
         ),
         (
             lambda: ElasticConfig(rendezvous_timeout_s=1.0, reconfigure_s=9.5),

@@ -105,7 +105,7 @@ def test_a_returning_worker_is_healed_from_a_donor_at_the_next_commit() -> None:
 
 
 def test_a_drop_stops_the_whole_group_for_the_reconfigure_time() -> None:
-    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=3.0), 16)
+    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=6.0), 16)
     formed(core)
     core.receive(1.0, 0, grad(0, 0, 1.0))
     core.receive(1.5, 1, grad(1, 0, 1.0))
@@ -117,7 +117,7 @@ def test_a_drop_stops_the_whole_group_for_the_reconfigure_time() -> None:
 
 
 def test_an_admitted_worker_gets_its_state_after_the_stop_and_is_not_dropped_meanwhile() -> None:
-    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=3.0), 16)
+    core = CoordinatorCore(replace(CFG, reconfigure_s=2.0, join_timeout_s=6.0), 16)
     formed(core, (0, 1))
     core.tick(1.0)  # forming times out without worker 2
     core.receive(1.1, 2, join(2))

@@ -261,7 +261,10 @@ def test_the_hub_is_alone_on_the_last_host_and_members_share_the_others() -> Non
 def test_elastic_dp_re_forms_in_the_configured_number_of_steps() -> None:
     s = exp.Settings(elastic_reconfigure_steps=20, min_step_s=0.05)
     cfg = exp.elastic_config(s, 0)
-    assert cfg.reconfigure_s == pytest.approx(1.0) and cfg.join_timeout_s > cfg.reconfigure_s
+    assert (
+        cfg.reconfigure_s == pytest.approx(1.0)
+        and cfg.join_timeout_s > 2 * cfg.reconfigure_s + cfg.rendezvous_timeout_s
+    )
     assert exp.elastic_config(exp.Settings(elastic_reconfigure_steps=0), 0).reconfigure_s == 0
     args = exp.build_parser().parse_args(["--elastic-reconfigure-steps", "5"])
     assert exp.settings_from(args).elastic_reconfigure_steps == 5

@@ -287,9 +287,9 @@ class ElasticConfig:
             raise ConfigError(f"min_step_s must be >= 0 and finite, got {self.min_step_s}")
         if self.reconfigure_s < 0 or not math.isfinite(self.reconfigure_s):
             raise ConfigError(f"reconfigure_s must be >= 0 and finite, got {self.reconfigure_s}")
-        waits = {
+        waits = {  # a member waits out its round's re-forming; a joiner its drop's and its own
             "reply_timeout_s": self.reconfigure_s + self.rendezvous_timeout_s,
-            "join_timeout_s": self.reconfigure_s,
+            "join_timeout_s": 2 * self.reconfigure_s + self.rendezvous_timeout_s,
         }
         for name, least in waits.items():
             if self.reconfigure_s > 0 and getattr(self, name) <= least:
