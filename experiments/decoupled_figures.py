@@ -517,7 +517,11 @@ def _mean_curve(
     start = max(min(t for t, _ in c) for c in curves)
     grid = np.linspace(start, end, points)
     ys = np.array([[loss_at(c, x) for x in grid] for c in curves])
-    return grid, np.nanmean(ys, axis=0)
+    seen = ~np.isnan(ys)
+    total = np.where(seen, ys, 0.0).sum(axis=0)
+    count = seen.sum(axis=0)
+    # a grid point no run has a loss for (before every run's first evaluation) stays NaN
+    return grid, np.divide(total, count, out=np.full(len(grid), np.nan), where=count > 0)
 
 
 def plot(where: Outputs) -> pathlib.Path:
