@@ -9,7 +9,8 @@
 // effect changes the index; an inout scalar's value is read before a later argument changes
 // it; a nested control given the same header twice; a function with an inout header and a
 // return value; an extern (hash) whose data argument changes the index of its out argument
-// (the l-value is saved first).
+// (the l-value is saved first); named arguments evaluated in the order written, with a
+// default for the omitted one.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -48,6 +49,10 @@ bit<8> swap_ab(inout h_t hh) {
     hh.a = hh.b;
     hh.b = t;
     return hh.a;
+}
+
+bit<8> pick(in bit<8> a, in bit<8> b, in bit<8> c = 8w7) {
+    return a * 8w16 + b + c;
 }
 
 parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
@@ -115,6 +120,9 @@ control MyIngress(inout headers_t hdr, inout meta_t m, inout standard_metadata_t
             // an extern's out argument: its l-value (index i) is saved first, then the data
             // argument is evaluated (its bump(i) does not move the result's index)
             hash(hdr.s[hdr.h.i & 3].x, HashAlgorithm.identity, 8w0, { bump(hdr.h.i) }, 16w256);
+        } else if (hdr.h.sel == 9) {
+            // named arguments are evaluated in the order written, a default fills c
+            hdr.fl.f = pick(b = bump(hdr.h.i), a = hdr.h.i);
         }
     }
 }

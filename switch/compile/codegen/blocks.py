@@ -294,7 +294,7 @@ def _action_wrapper(
     e = Emitter(1)
     info = ref.call_info
     assert info is not None
-    args, outs = bind_args(gen, info, gen.effects.globals_reached(adecl))
+    args, outs = bind_args(gen, info, gen.effects.globals_reached(adecl), ref.args)
     dnames = [f"d{j}" for j in range(len(data_params))]
     for p, dn in zip(data_params, dnames):
         pt = p.sym.type

@@ -129,14 +129,29 @@ def _is_packet(pt: T.Type | None) -> bool:
     return isinstance(pt, T.ExternT) and pt.decl.name in ("packet_in", "packet_out")
 
 
+def textual_order(info: CallInfo, call_args: list[ast.Arg] | None) -> list[int]:
+    """Parameter indices in the order their arguments appear in the call (named arguments may
+    come in any order); omitted ones (defaults) last."""
+    n = len(info.params)
+    if not call_args:
+        return list(range(n))
+    position = {id(a): j for j, a in enumerate(info.args) if a is not None}
+    order = [position[id(a.value)] for a in call_args if id(a.value) in position]
+    return order + [j for j in range(n) if j not in order]
+
+
 def bind_args(
-    gen: CodeGen, info: CallInfo, reached: frozenset[int]
+    gen: CodeGen,
+    info: CallInfo,
+    reached: frozenset[int],
+    call_args: list[ast.Arg] | None = None,
 ) -> tuple[list[str], list[CopyOut]]:
     """The P4-16 calling convention up to the call ("Calling convention: call by copy in /
-    copy out"): arguments evaluated left to right, the l-value of each ``out``/``inout``
+    copy out"): arguments evaluated left to right as written (``call_args``, the call's own
+    arguments, give that order when some are named), the l-value of each ``out``/``inout``
     argument saved before the next argument is evaluated, values read before the side effects
-    of later arguments. Returns the code passed for each parameter and what to copy back, in
-    parameter order.
+    of later arguments. Returns the code passed for each parameter (in parameter order) and
+    what to copy back (left to right as written).
 
     A composite ``out``/``inout`` argument is passed by reference (the callee updates it in
     place) unless that could differ from copy-in/copy-out: when the callee names the same
@@ -151,8 +166,15 @@ def bind_args(
         for i, (p, _pt, a) in enumerate(triples)
         if a is not None and p.direction in ("out", "inout")
     }
-    evaluated: list[tuple[str, list[str], Place | None, bool]] = []
-    for i, (p, pt, a) in enumerate(triples):
+    # a scalar's position in the callee's returned tuple of scalar out/inout parameters
+    slots: dict[int, int] = {}
+    for i, (p, pt, _a) in enumerate(triples):
+        if p.direction in ("out", "inout") and not is_composite(pt):
+            slots[i] = len(slots)
+    order = [i for i in textual_order(info, call_args) if i < len(triples)]
+    evaluated: dict[int, tuple[str, list[str], Place | None, bool]] = {}
+    for i in order:
+        p, pt, a = triples[i]
         saved = gen.pre
         gen.pre = []
         place: Place | None = None
@@ -174,13 +196,14 @@ def bind_args(
         else:
             v = arg_value(gen, p, pt, a)
         effects, gen.pre = gen.pre, saved
-        evaluated.append((v, effects, place, copy))
-    values: list[str] = []
+        evaluated[i] = (v, effects, place, copy)
+    values = [""] * len(triples)
     outs: list[CopyOut] = []
-    slot = 0
-    for i, ((p, pt, _a), (v, effects, place, copy)) in enumerate(zip(triples, evaluated)):
+    for k, i in enumerate(order):
+        p, pt, _a = triples[i]
+        v, effects, place, copy = evaluated[i]
         gen.pre.extend(effects)
-        later = any(ev[1] for ev in evaluated[i + 1 :])
+        later = any(evaluated[j][1] for j in order[k + 1 :])
         if place is not None and is_composite(pt):
             if copy or later:
                 t = gen.tmp("a")
@@ -194,10 +217,8 @@ def bind_args(
                 gen.pre.append(f"{t} = {v}")
                 v = t
             if place is not None:
-                outs.append(CopyOut(place, p, None, slot))
-            if p.direction in ("out", "inout") and not is_composite(pt):
-                slot += 1
-        values.append(v)
+                outs.append(CopyOut(place, p, None, slots[i]))
+        values[i] = v
     return values, outs
 
 
@@ -251,7 +272,7 @@ def _direct_call(
 ) -> str | None:
     decl = info.decl
     fname = action_fn(gen, decl) if info.kind is CallKind.ACTION else function_fn(gen, decl)
-    args, outs = bind_args(gen, info, gen.effects.globals_reached(decl))
+    args, outs = bind_args(gen, info, gen.effects.globals_reached(decl), e.args)
     has_ret = info.kind is CallKind.FUNCTION and decl.ret_type is not T.VOID
     call = f"{fname}({', '.join(args)})"
     if not outs:
@@ -285,7 +306,7 @@ def _block_apply(
         raise UnsupportedError("apply of a block that is not a local instance", e.span)
     assert gen.inst is not None
     child = gen.inst.children[id(target.ref.decl)]
-    args, outs = bind_args(gen, info, frozenset())
+    args, outs = bind_args(gen, info, frozenset(), e.args)
     is_parser = isinstance(child.decl, ast.ParserDecl)
     call = f"{'P_' if is_parser else 'C_'}{child.py}({', '.join(args)})"
     if is_parser:
