@@ -207,6 +207,12 @@ class ListExpr(Expr):
 
 
 @dataclass(eq=False)
+class InvalidHeader(Expr):
+    """``{#}``: an invalid header or header union, its type given by the context (P4-16
+    "Operations on headers", "Operations on header unions")."""
+
+
+@dataclass(eq=False)
 class StructInit(Expr):
     """``{f = a, g = b}``."""
 

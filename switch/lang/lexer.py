@@ -49,6 +49,7 @@ class Token:
 
 # Longest first, so that the regex alternation prefers them.
 OPERATORS = [
+    "{#}",  # an invalid header or header union: one token, no spaces inside
     "&&&",
     "|+|",
     "|-|",

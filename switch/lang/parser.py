@@ -1116,6 +1116,9 @@ class Parser:
                 return ast.Name(n.text, True, span=n.span)
             if t.text == "{":
                 return self.parse_brace_expr()
+            if t.text == "{#}":
+                self.advance()
+                return ast.InvalidHeader(span=t.span)
         raise self.error(f"expected an expression, found {self.describe(t)}")
 
     def parse_brace_expr(self) -> ast.Expr:

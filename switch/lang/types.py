@@ -104,6 +104,13 @@ class ListT(Type):
         return "{" + ", ".join(map(str, self.elems)) + "}"
 
 
+class InvalidHeaderT(Type):
+    """The type of ``{#}`` whose header or header union type is not known yet."""
+
+    def __str__(self) -> str:
+        return "{#}"
+
+
 @dataclass(eq=False)
 class StructInitT(Type):
     fields: dict[str, Type]

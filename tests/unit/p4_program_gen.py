@@ -9,8 +9,8 @@ sub-parser with ``out``/``inout`` arguments that may reject, selects on fields a
 compound assignments to fields, slices and stack elements at constant and run-time indices
 (some computed by a function with an ``inout`` argument, a side effect), header, union and
 stack assignments, ``setValid``/``setInvalid``, ``push_front``/``pop_front``, ``if`` on
-validity, comparisons and header/union equality, a nested control applied to the same headers
-(its body may ``exit``), calls of actions with ``in``/``out``/``inout`` header, union and
+validity, comparisons and header/union equality, ``{#}``, a nested control applied to the
+same headers (its body may ``exit``), calls of actions with ``in``/``out``/``inout`` header, union and
 scalar parameters that also name the headers directly (aliasing), ``exit``, a table; the
 deparser emits everything. ``Gen.packet`` gives frames of whole headers' sizes, some
 truncated.
@@ -191,7 +191,8 @@ class Gen:
             else:
                 code, t = rng.choice(self.header_places())
                 same = [c for c, v in self.header_places() if v is t]
-            return f"({code} {rng.choice(['==', '!='])} {rng.choice(same)})"
+            other = rng.choice(same) if rng.random() < 0.8 else "{#}"
+            return f"({code} {rng.choice(['==', '!='])} {other})"
         if r < 0.9:
             return f"!{self.cond(depth + 1)}"
         op = rng.choice(["&&", "||"])
@@ -219,10 +220,14 @@ class Gen:
             if rng.random() < 0.3:
                 vals = ", ".join(f"{w}w{rng.randrange(1 << w)}" for w in t.widths)
                 return f"{code} = {{ {vals} }};"
+            if rng.random() < 0.1:
+                return f"{code} = {{#}};"
             return f"{code} = {rng.choice(same)};"
         if r < 0.6 and self.union_places():
             code, u = rng.choice(self.union_places())
             same = [c for c, v in self.union_places() if v is u]
+            if rng.random() < 0.1:
+                return f"{code} = ({u.name}){{#}};"
             return f"{code} = {rng.choice(same)};"
         if r < 0.66 and (self.lay.stacks or self.lay.ustacks):
             stacks = list(self.lay.stacks.items()) + list(self.lay.ustacks.items())

@@ -32,6 +32,11 @@ def coerce(ck: Checker, e: ast.Expr, target: T.Type, what: str) -> None:
         return
     if isinstance(src, T.StructLikeT) and isinstance(target, T.StructLikeT) and src is target:
         return
+    if isinstance(src, T.InvalidHeaderT):
+        if isinstance(target, T.StructLikeT) and target.kind in ("header", "header_union"):
+            e.type = target
+            return
+        raise err(f"{what}: {{#}} is an invalid header or header union, not a {target}", e)
     if src is T.INFINT and isinstance(target, (T.BitT, T.IntT)):
         _retype_infint(e, target)
         return

@@ -376,9 +376,9 @@ def _equality(ck: Checker, e: ast.Binary, a: T.Type, b: T.Type, expected: T.Type
         coerce(ck, e.left, b, what)
     elif b is T.INFINT and a is not T.INFINT:
         coerce(ck, e.right, a, what)
-    elif isinstance(a, (T.ListT, T.StructInitT)):
+    elif isinstance(a, (T.ListT, T.StructInitT, T.InvalidHeaderT)):
         coerce(ck, e.left, b, what)
-    elif isinstance(b, (T.ListT, T.StructInitT)):
+    elif isinstance(b, (T.ListT, T.StructInitT, T.InvalidHeaderT)):
         coerce(ck, e.right, a, what)
     elif not T.same_type(a, b):
         raise err(f"cannot compare {a} with {b}", e)
@@ -415,7 +415,7 @@ def _mux(ck: Checker, e: ast.Mux, scope: Scope, expected: T.Type | None) -> T.Ty
             coerce(ck, e.other, expected, "conditional branch")
             return expected
         return T.INFINT
-    if isinstance(a, (T.ListT, T.StructInitT)) and expected is not None:
+    if isinstance(a, (T.ListT, T.StructInitT, T.InvalidHeaderT)) and expected is not None:
         coerce(ck, e.then, expected, "conditional branch")
         coerce(ck, e.other, expected, "conditional branch")
         return expected
@@ -444,6 +444,14 @@ def _list(ck: Checker, e: ast.ListExpr, scope: Scope, expected: T.Type | None) -
     return T.ListT([ck.check_expr(i, scope, x) for i, x in zip(e.items, exp_elems)])
 
 
+def _invalid_header(
+    ck: Checker, e: ast.InvalidHeader, scope: Scope, expected: T.Type | None
+) -> T.Type:
+    if isinstance(expected, T.StructLikeT) and expected.kind in ("header", "header_union"):
+        return expected
+    return T.InvalidHeaderT()  # the type comes from the context (coercion) or a cast
+
+
 def _struct_init(ck: Checker, e: ast.StructInit, scope: Scope, expected: T.Type | None) -> T.Type:
     fts: dict[str, T.Type] = {}
     for n, v in e.fields:
@@ -468,6 +476,7 @@ EXPRESSIONS: dict[type[ast.Expr], ExprRule] = {
     ast.Cast: _cast,
     ast.Call: check_call,
     ast.ListExpr: _list,
+    ast.InvalidHeader: _invalid_header,
     ast.StructInit: _struct_init,
     ast.Mask: _keyset_only,
     ast.Range: _keyset_only,
