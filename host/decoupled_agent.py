@@ -115,6 +115,8 @@ PROGRESS_S = 2.0
 """A running role says how far it is this often (the driver hears it is alive)."""
 RECONNECTS = 5
 RECONNECT_S = 0.5
+ROLE_STOP_WAIT_S = 60.0
+"""A run command waits this long for the previous job's stopped role to finish closing."""
 
 Slot = tuple[str, int]
 """(host name, slot number): one process of a job."""
@@ -332,6 +334,11 @@ class Agent:
             t.join()
 
     def _run_command(self, msg: Mapping[str, Any]) -> bool:
+        t = self._thread
+        if t is not None and t.is_alive() and self.stopping.is_set():
+            # the last job's role was told to stop and may still be closing its connections
+            # after it reported: the next job waits for it instead of being refused
+            t.join(ROLE_STOP_WAIT_S)
         if self._thread is not None and self._thread.is_alive():
             self.console.emit("refused", run=msg.get("run"), message="a role is running")
             return True

@@ -243,6 +243,22 @@ def test_elastic_roles_commit_rounds_and_stop(tmp_path: pathlib.Path) -> None:
     assert recs.of(Reform)[0].reason == "formed" and recs.of(HubSummary)[0].role == "coordinator"
 
 
+def test_a_run_command_after_a_stop_waits_for_the_stopping_role_instead_of_being_refused(
+    tmp_path: pathlib.Path,
+) -> None:
+    with agents(tmp_path, [HUB]) as a:
+        agent = a[HUB].agent
+        closing = threading.Event()
+        agent.stopping.set()  # the last job was told to stop; its role is still closing
+        agent._thread = threading.Thread(target=lambda: closing.wait(10))
+        agent._thread.start()
+        threading.Timer(0.3, closing.set).start()
+        agent._run_command(command("syncer", 2, time.monotonic() + 60))
+        assert not a[HUB].out.of("refused")
+        a[HUB].send(cmd="stop")
+        a[HUB].wait("finished")
+
+
 @pytest.mark.parametrize(
     ("change", "match"),
     [
