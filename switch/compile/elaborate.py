@@ -15,6 +15,7 @@ from typing import Any
 
 from switch import schema as M
 from switch.compile.digests import find_digests
+from switch.compile.widths import target_width
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast, constfold
 from switch.lang import types as T
@@ -313,7 +314,7 @@ class Elaborator:
         et = ext.type.type_args.get("T")
         if et is None:
             raise TypeError_("register needs an element type", ext.decl.span)
-        width = T.width_of(et)
+        width = target_width(et)
         self.schema.registers.append(
             M.RegisterSpec(ext.fqname, int(ext.args[0]), width, isinstance(et, T.IntT), a)
         )
@@ -358,7 +359,7 @@ class Elaborator:
             name = ast.find_annotation(k.annotations, "name")
             kname = name.string_arg() if name is not None else None
             kt = k.expr.checked_type
-            width = T.width_of(kt) if kt is not T.ERROR else 32
+            width = target_width(kt) if kt is not T.ERROR else 32
             try:
                 kind = M.MatchKind(k.match_kind)
             except ValueError:
@@ -616,14 +617,14 @@ def _struct_fields(t: T.Type) -> tuple[M.StructField, ...]:
                     M.StructField(f"{n}.{f.name}", f.width, f.signed) for f in _struct_fields(ft)
                 )
             else:
-                out.append(M.StructField(n, T.width_of(ft), isinstance(ft, T.IntT)))
+                out.append(M.StructField(n, target_width(ft), isinstance(ft, T.IntT)))
         return tuple(out)
     if isinstance(t, T.TupleT):
         return tuple(
-            M.StructField(f"f{i}", T.width_of(e), isinstance(e, T.IntT))
+            M.StructField(f"f{i}", target_width(e), isinstance(e, T.IntT))
             for i, e in enumerate(t.elems)
         )
-    return (M.StructField("value", T.width_of(t), isinstance(t, T.IntT)),)
+    return (M.StructField("value", target_width(t), isinstance(t, T.IntT)),)
 
 
 def key_text(e: ast.Expr) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from switch.compile.codegen import CodeGen, Emit, Emitter, ExternEmitters
+from switch.compile.widths import target_width
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
@@ -72,7 +73,7 @@ def fields_code(gen: CodeGen, e: ast.Expr) -> str:
 
 
 def _scalar_pair(v: str, t: T.Type) -> str:
-    w = T.width_of(t)
+    w = target_width(t)
     if t is T.BOOL:
         return f"(int({v}), 1)"
     if isinstance(t, T.IntT):
@@ -81,7 +82,7 @@ def _scalar_pair(v: str, t: T.Type) -> str:
 
 
 def _width(t: T.Type) -> int:
-    return T.width_of(t)
+    return target_width(t)
 
 
 # -- extern functions ------------------------------------------------------------------------

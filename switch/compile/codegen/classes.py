@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from switch.compile.codegen.emitter import Emitter, mask, tuple_code
+from switch.compile.widths import target_width
 from switch.lang import types as T
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def struct_class(gen: CodeGen, name: str, t: T.StructLikeT) -> str:
         if is_composite(ft):
             items.append(f"*self.f_{n}._fields()")
         else:
-            w = T.width_of(ft)
+            w = target_width(ft)
             v = f"self.f_{n}"
             if ft is T.BOOL:
                 v = f"int({v})"
