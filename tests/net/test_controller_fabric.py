@@ -431,7 +431,9 @@ def test_incast_fills_a_queue_and_the_burst_reaches_telemetry(fab: LiveFabric) -
     assert all(b["packets"] >= 1 and b["end_us"] >= b["start_us"] for b in bursts)
     with open(fab.results / "telemetry.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["switch", "port", "start_us", "end_us", "peak_qdepth", "packets"]
+    columns = ["switch", "port", "start_us", "end_us", "peak_qdepth", "packets", "drop_pkts"]
+    assert list(rows[0]) == columns
+    assert all(int(r["drop_pkts"]) >= 0 for r in rows)  # the burst port's tail drops
     recorded = {(r["switch"], int(r["port"]), int(r["start_us"])) for r in rows}
     assert {(b["switch"], b["port"], b["start_us"]) for b in bursts} <= recorded
     counters = json.loads(fab.ctl("counters", bursts[0]["switch"], "--json"))["rows"]
