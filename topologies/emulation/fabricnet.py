@@ -283,9 +283,11 @@ class FabricNet:
             self.mf = build_mininet(self.fabric, sw, self.launcher)
             t1 = time.perf_counter()
             self.timings["mininet"] = t1 - t0
+            # ports up before the switches open them: BMv2 opens each through libpcap, which
+            # refuses a down interface and never retries (0 of 48 paths answered otherwise)
+            configure_switch_ports(self.fabric)
             for s in self.mf.switches:
                 s.start([])
-            configure_switch_ports(self.fabric)
             configure_hosts(self.fabric, self.mf.hosts, str(self.run_dir / "hosts"))
             if self.launcher is not None:
                 pids = self.launcher.collect(len(self.mf.switches))
