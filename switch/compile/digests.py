@@ -10,10 +10,9 @@ looks the name of each call up in :attr:`Digests.names`.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from switch.lang import ast
 from switch.lang import types as T
@@ -39,22 +38,6 @@ def find_digests(blocks: Iterable[BlockInst]) -> Digests:
     for inst in blocks:
         finder.block(inst)
     return finder.digests
-
-
-def _children(node: ast.Node) -> Iterator[ast.Node]:
-    """The syntax nodes below ``node`` in source order (in lists and (name, node) pairs too)."""
-    for f in dataclasses.fields(node):
-        if f.name in ("ref", "type", "span") or f.metadata.get("filled_in"):
-            continue
-        yield from _nodes_in(getattr(node, f.name))
-
-
-def _nodes_in(v: Any) -> Iterator[ast.Node]:
-    if isinstance(v, ast.Node):
-        yield v
-    elif isinstance(v, (list, tuple)):
-        for x in v:
-            yield from _nodes_in(x)
 
 
 class _DigestFinder:
@@ -103,7 +86,7 @@ class _DigestFinder:
             self.node(n.rhs)  # the value is generated before the target
             self.node(n.lhs)
         else:
-            self.nodes(_children(n))
+            self.nodes(ast.children(n))
 
     def call(self, e: ast.Call) -> None:
         info = e.ref

@@ -10,6 +10,8 @@ so tree walkers can skip them.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,24 @@ if TYPE_CHECKING:
 
 FILLED_IN = {"filled_in": True}
 """``metadata`` of the fields the type checker fills in (not children of the node)."""
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The syntax nodes directly below ``node`` in source order (in lists, and in the pairs
+    of lists like a struct initialiser's ``(name, expr)``), skipping ``ref``, ``type``,
+    ``span`` and the :data:`FILLED_IN` slots."""
+    for f in dataclasses.fields(node):
+        if f.name in ("ref", "type", "span") or f.metadata.get("filled_in"):
+            continue
+        yield from _nodes_in(getattr(node, f.name))
+
+
+def _nodes_in(v: Any) -> Iterator[Node]:
+    if isinstance(v, Node):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _nodes_in(x)
 
 
 @dataclass(eq=False)

@@ -8,25 +8,11 @@ call site gets its own instance, named after the type (``C_0``, ``C_1``, ...).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import Scope
-
-
-def _children(node: Any) -> Iterator[ast.Node]:
-    """The syntax nodes directly below `node` (fields holding nodes or lists of nodes)."""
-    for f in dataclasses.fields(node):
-        if f.name in ("ref", "type", "span") or f.metadata.get("filled_in"):
-            continue
-        v = getattr(node, f.name)
-        if isinstance(v, ast.Node):
-            yield v
-        elif isinstance(v, list):
-            yield from (x for x in v if isinstance(x, ast.Node))
 
 
 def _calls(node: ast.Node) -> Iterator[ast.Call]:
@@ -38,7 +24,7 @@ def _calls(node: ast.Node) -> Iterator[ast.Call]:
             yield n
         if isinstance(n, (ast.ActionDecl, ast.TableDecl, ast.FunctionDecl)):
             continue  # their bodies cannot apply blocks
-        stack.extend(reversed(list(_children(n))))
+        stack.extend(reversed(list(ast.children(n))))
 
 
 def _invoked_type(call: ast.Call, scope: Scope) -> ast.Name | None:

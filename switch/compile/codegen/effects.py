@@ -13,7 +13,6 @@ reaches by name.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,23 +21,12 @@ from switch.lang.symbols import CallInfo, Sym
 from switch.lang.types import CallKind
 
 
-def _children(node: Any) -> Iterator[ast.Node]:
-    for f in dataclasses.fields(node):
-        if f.name in ("ref", "type", "span") or f.metadata.get("filled_in"):
-            continue
-        v = getattr(node, f.name)
-        if isinstance(v, ast.Node):
-            yield v
-        elif isinstance(v, list):
-            yield from (x for x in v if isinstance(x, ast.Node))
-
-
 def _walk(node: ast.Node) -> Iterator[ast.Node]:
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(_children(n))
+        stack.extend(ast.children(n))
 
 
 def _body(decl: Any) -> ast.Node | None:
