@@ -18,12 +18,13 @@ refusals and a :class:`~host.train.decoupled.metrics.Summary` (goodput, uptime, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import pathlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -180,17 +181,38 @@ APPLY: dict[Action, Callable[[_Harness, ChaosAction], bool]] = {
 every action has a row)."""
 
 
-def _cluster(
-    members: int, link: LinkProfile | None, cluster: EmuCluster | None
-) -> tuple[EmuCluster, bool]:
-    if cluster is not None:
-        if cluster.hosts < members + 1:
-            raise ConfigError(
-                f"{members} members and a hub need {members + 1} hosts, the cluster has {cluster.hosts}"
-            )
-        return cluster, False
+@contextlib.contextmanager
+def _emu_job(
+    members: int,
+    what: str,
+    chaos: Schedule | None,
+    link: LinkProfile | None,
+    cluster: EmuCluster | None,
+) -> Iterator[EmuCluster]:
+    """The cluster a job of ``members`` (``what``: "learners", "workers") and a hub runs on,
+    ``cluster`` or one of its own (closed after), with torch on one thread meanwhile.
+
+    Raises:
+        ConfigError: a schedule for another number of members, or too few hosts.
+    """
+    if chaos is not None and chaos.targets != members:
+        raise ConfigError(
+            f"a chaos schedule for {chaos.targets} targets, the job has {members} {what}"
+        )
+    if cluster is not None and cluster.hosts < members + 1:
+        raise ConfigError(
+            f"{members} members and a hub need {members + 1} hosts, the cluster has {cluster.hosts}"
+        )
     lk = link or LinkProfile()
-    return cluster_for(members + 1, lk, mrc_for(lk)), True
+    cl = cluster if cluster is not None else cluster_for(members + 1, lk, mrc_for(lk))
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield cl
+    finally:
+        torch.set_num_threads(threads_before)
+        if cluster is None:
+            cl.close()
 
 
 def _intervals(slots: Sequence[Slot], kind: str) -> float:
@@ -321,19 +343,8 @@ def run_decoupled(
         ConfigError: too few hosts, or a schedule for another number of learners.
         RunFailed: a learner or the syncer failed with an error of its own.
     """
-    if chaos is not None and chaos.targets != cfg.learners:
-        raise ConfigError(
-            f"a chaos schedule for {chaos.targets} targets, the job has {cfg.learners} learners"
-        )
-    cl, own = _cluster(cfg.learners, link, cluster)
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with _emu_job(cfg.learners, "learners", chaos, link, cluster) as cl:
         return _run_decoupled(cfg, cl, chaos)
-    finally:
-        torch.set_num_threads(threads_before)
-        if own:
-            cl.close()
 
 
 def _run_decoupled(cfg: DecoupledConfig, cl: EmuCluster, chaos: Schedule | None) -> DecoupledResult:
@@ -454,19 +465,8 @@ def run_elastic(
         ConfigError: too few hosts, or a schedule for another number of workers.
         RunFailed: a worker or the coordinator failed with an error of its own.
     """
-    if chaos is not None and chaos.targets != cfg.workers:
-        raise ConfigError(
-            f"a chaos schedule for {chaos.targets} targets, the job has {cfg.workers} workers"
-        )
-    cl, own = _cluster(cfg.workers, link, cluster)
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with _emu_job(cfg.workers, "workers", chaos, link, cluster) as cl:
         return _run_elastic(cfg, cl, chaos)
-    finally:
-        torch.set_num_threads(threads_before)
-        if own:
-            cl.close()
 
 
 def _run_elastic(cfg: ElasticConfig, cl: EmuCluster, chaos: Schedule | None) -> ElasticResult:
