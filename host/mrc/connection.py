@@ -134,7 +134,8 @@ class ConnectionCore:
     def on_packet(self, pkt: Packet, ce: bool, now: float) -> None:
         """One validated datagram of this connection."""
         self._now = now
-        if self.sender.outstanding():
+        # a silence is at most the gap since the last packet: the usual packet skips the rest
+        if now - self.last_rx > self.longest_silence_s and self.sender.outstanding():
             self.longest_silence_s = max(self.longest_silence_s, now - self._silent_since())
         self.last_rx = now
         self.pto_count = 0

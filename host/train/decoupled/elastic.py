@@ -152,6 +152,8 @@ class CoordinatorCore:
         return []
 
     def _release(self, now: float) -> list[Out]:
+        if not self.held:
+            return []
         due = [o for at, o in self.held if at <= now]
         self.held = [(at, o) for at, o in self.held if at > now]
         return due
