@@ -89,7 +89,7 @@ p4-info: $(STAMP)
 # Also after a crash: `tf-topo clean --all` stops the fabric's processes (state file first, then
 # any tf-switch / fork server / tf-ctl serve), its host namespaces and their processes, its switch
 # ports and stale test namespaces: only what the project made (see topologies/emulation/cleanup.py;
-# never Mininet's `mn -c`, which deletes every /tmp/*.log and /tmp/*.out on the machine).
+# never Mininet's own clean-up command, which deletes every /tmp/*.log and /tmp/*.out on the machine).
 # Without root or without .venv it only removes build outputs and results, and says so.
 clean:
 	@if [ "$$(id -u)" != 0 ]; then \

@@ -1,6 +1,6 @@
 """``make clean`` and ``tf-topo clean --all`` remove the project's own leftovers and nothing else.
 
-Files in ``/tmp`` named like those Mininet's ``mn -c`` deletes survive, and ``mn`` is never
+Files in ``/tmp`` named like those Mininet's own clean-up deletes survive, and ``mn`` is never
 called; another Mininet network (plain ``mn`` naming: ``h1-eth0`` wired to ``s<N>-eth1``)
 survives; a crashed fabric whose state file is gone is removed all the same.
 """
@@ -43,7 +43,7 @@ def _no_fabric_running() -> None:
 
 @pytest.fixture
 def canaries() -> Iterator[list[Path]]:
-    """Files that are not the project's, named like what ``mn -c`` deletes in ``/tmp``."""
+    """Files that are not the project's, named like what Mininet's clean-up deletes in ``/tmp``."""
     tag = secrets.token_hex(4)
     paths = [
         Path(f"/tmp/tf-clean-canary-{tag}.log"),

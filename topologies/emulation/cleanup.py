@@ -1,7 +1,7 @@
 """Remove what a fabric left behind, also after a crash (``make clean``, ``tf-topo clean``).
 
 Only what the project made goes; nothing is matched by a glob over a shared directory, and
-Mininet's ``mn -c`` is never called (it deletes every ``/tmp/*.log``, ``/tmp/*.out`` and
+Mininet's own clean-up command is never called (it deletes every ``/tmp/*.log``, ``/tmp/*.out`` and
 ``/tmp/vconn*`` on the machine, every ``*-eth<n>`` link and every ``mininet:`` shell). In order:
 
 1. the fabric's runner (``runner_pid`` in ``results/fabric/state.json``), asked to stop with

@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--all",
         action="store_true",
         help="also what no state file names: every switch process and fabric host namespace "
-        "on the machine, stale test namespaces (never mn -c: only the project's own)",
+        "on the machine, stale test namespaces (never Mininet's own clean-up: only the project's)",
     )
     return ap
 
