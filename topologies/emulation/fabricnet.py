@@ -41,6 +41,8 @@ from topologies.emulation.mnfabric import (
     build_mininet,
     configure_hosts,
     configure_switch_ports,
+    release_ports,
+    reserve_ports,
     switch_ifnames,
     teardown,
     wait_switches_ready,
@@ -235,6 +237,7 @@ class FabricNet:
         self.options = options or FabricNetOptions()
         self.mf: MininetFabric | None = None
         self.launcher: SwitchLauncher | None = None
+        self._reserved: str | None = None  # the gRPC ports taken out of the ephemeral range
         self.program: Program | None = None
         self.program_cached = False
         self.timings: dict[str, float] = {}
@@ -286,6 +289,8 @@ class FabricNet:
             # ports up before the switches open them: BMv2 opens each through libpcap, which
             # refuses a down interface and never retries (0 of 48 paths answered otherwise)
             configure_switch_ports(self.fabric)
+            grpc = [s.model.grpc_port for s in self.mf.switches]
+            self._reserved = reserve_ports(min(grpc), max(grpc))
             for s in self.mf.switches:
                 s.start([])
             configure_hosts(self.fabric, self.mf.hosts, str(self.run_dir / "hosts"))
@@ -325,6 +330,9 @@ class FabricNet:
         if self.launcher is not None:
             self.launcher.close()
             self.launcher = None
+        if self._reserved is not None:
+            release_ports(self._reserved)
+            self._reserved = None
         with contextlib.suppress(FileNotFoundError):
             state = json.loads(self.state_path.read_text())
             if state.get("runner_pid") == os.getpid():

@@ -468,6 +468,37 @@ def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str
         raise FabricNetError("configuring hosts failed:\n" + "\n".join(errors))
 
 
+RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+
+
+def reserve_ports(first: int, last: int, path: Path = RESERVED_PORTS) -> str | None:
+    """Keep the kernel from handing ``first``..``last`` out as ephemeral ports: the switches'
+    gRPC ports sit inside Linux's ephemeral range (32768-60999), and a client socket that
+    happened to get one made that switch fail to bind ("Address already in use"). Binding
+    them explicitly still works.
+
+    Returns:
+        the entry added (for :func:`release_ports`), or None when the range was already
+        listed or the setting cannot be written (not root, no such file).
+    """
+    entry = f"{first}-{last}"
+    try:
+        listed = [e for e in path.read_text().strip().split(",") if e]
+        if entry in listed:
+            return None
+        path.write_text(",".join([*listed, entry]))
+    except OSError:
+        return None
+    return entry
+
+
+def release_ports(entry: str, path: Path = RESERVED_PORTS) -> None:
+    """Remove the entry :func:`reserve_ports` added (and nothing else)."""
+    with contextlib.suppress(OSError):
+        listed = [e for e in path.read_text().strip().split(",") if e]
+        path.write_text(",".join(e for e in listed if e != entry) or "\n")
+
+
 def wait_switches_ready(switches: Sequence[P4Switch], timeout_s: float = 30.0) -> None:
     """Block until every switch serves gRPC; a switch that died or stays silent is an error."""
     import socket
