@@ -130,8 +130,9 @@ BENCH_RUNS ?= 5
 fabric: $(STAMP)
 	$(VENV)/bin/tf-topo up $(FABRIC_ARGS)
 
+# fabric-up also starts the controller service (tf-ctl commands, telemetry); NO_CONTROLLER=1: none
 fabric-up: $(STAMP)
-	$(VENV)/bin/tf-topo up --detach $(FABRIC_ARGS)
+	$(VENV)/bin/tf-topo up --detach $(FABRIC_ARGS) $(if $(NO_CONTROLLER),--no-controller)
 
 fabric-down: $(STAMP)
 	$(VENV)/bin/tf-topo down --results $(RESULTS)

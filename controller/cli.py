@@ -10,7 +10,10 @@ installs routes, collects telemetry into ``results/telemetry.csv`` and serves co
 127.0.0.1 until SIGINT/SIGTERM. Any other command goes to that server (found through
 ``results/fabric/controller.json``); without one (or with ``--direct``) ``tf-ctl`` connects to
 the switches itself with a newer election id, applies the command against what they hold,
-waits for ``loss --for`` to expire, and releases them. ``tf-ctl help`` lists the commands.
+waits for ``loss --for`` to expire, and releases them; it says so on stderr first, since as the
+switches' primary it takes their digest stream from any other standalone ``tf-ctl`` until it
+ends (a ``telemetry watch`` notes it when that happens to it). ``tf-ctl help`` lists the
+commands.
 
 :func:`mininet_command` is the same for the fabric's Mininet CLI: a command line in, text out,
 never an exception. Exit status: 0 done, 1 command refused or failed, 2 usage, 3 fabric or
@@ -179,6 +182,15 @@ def run_direct(
         return text
 
 
+def takeover_notice(why: str) -> str:
+    """What a standalone ``tf-ctl`` says before it takes the switches over."""
+    return (
+        f"{why}: connecting to the switches directly, as their primary controller until this "
+        "command ends (a telemetry watch in another standalone tf-ctl misses the bursts "
+        "meanwhile; make fabric-up or tf-ctl serve runs one controller for every tf-ctl)"
+    )
+
+
 def run_line(
     argv: list[str],
     results_dir: str | None = None,
@@ -186,18 +198,26 @@ def run_line(
     topology: str | None = None,
     direct: bool = False,
     out: Callable[[str], None] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> str:
-    """Send ``argv`` to the running server, or run it directly when none answers."""
+    """Send ``argv`` to the running server, or run it directly when none answers.
+
+    Args:
+        notice: told (once) when the command runs directly, taking the switches over.
+    """
     results = results_dir or results_dir_default()
     if argv[:1] == ["help"]:
         from controller.commands import help_text
 
         return help_text(argv[1:])
+    why = "--direct"
     if not direct:
         try:
             return send_command(argv, results, out=out)
-        except ServerUnavailable:
-            pass
+        except ServerUnavailable as e:
+            why = str(e)
+    if notice is not None:
+        notice(takeover_notice(why))
     return run_direct(argv, results, topology, out)
 
 
@@ -249,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             topology=opts.topology,
             direct=opts.direct,
             out=lambda s: print(s, flush=True),
+            notice=lambda s: print(f"tf-ctl: {s}", file=sys.stderr, flush=True),
         )
     except CommandError as e:
         print(f"tf-ctl: {e}", file=sys.stderr)

@@ -194,7 +194,11 @@ def describe_conditions(ctx: Context) -> str:
     ecn = "off" if c.ecn_threshold_pkts is None else f"{c.ecn_threshold_pkts} packets"
     trim = "off" if c.trim_threshold_pkts is None else f"{c.trim_threshold_pkts} packets"
     tel = ctx.ctl.telemetry
-    bursts = "off" if tel is None else f"{tel.total} bursts -> {tel.csv_path}"
+    bursts = (
+        "off"
+        if tel is None
+        else f"{tel.total} bursts -> {tel.csv_path}, {tel.watcher_count} watchers"
+    )
     return f"failures: {faults}\nloss: {losses}\necn: {ecn}\ntrim: {trim}\ntelemetry: {bursts}"
 
 
@@ -638,6 +642,7 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
     lines: list[str] = []
     emit = ctx.out or lines.append
     n = 0
+    lost: set[str] = set()
     try:
         while count is None or n < int(count):
             left = None if deadline is None else deadline - time.monotonic()
@@ -648,6 +653,7 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
             except queue.Empty:
                 if not ctx.alive():
                     break
+                lost = _note_takeover(ctl, lost, emit if ctx.fmt is Format.TABLE else None)
                 continue
             emit(render_record(BURST_COLUMNS, _burst_row(ctl, r), ctx.fmt, header=n == 0))
             n += 1
@@ -655,6 +661,23 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
         tel.unsubscribe(q)
     lines.append(f"{n} bursts" if ctx.fmt is Format.TABLE else "")
     return Result("\n".join(x for x in lines if x))
+
+
+def _note_takeover(
+    ctl: FabricController, lost: set[str], emit: Callable[[str], None] | None
+) -> set[str]:
+    """The switches this controller is not primary of now; tells ``emit`` when that changes
+    (their burst digests go to another controller meanwhile)."""
+    now = {n for n, s in ctl.sessions.items() if not s.client.is_primary}
+    if now != lost and emit is not None:
+        if now:
+            emit(
+                f"note: another controller is primary of {len(now)} of {len(ctl.sessions)} "
+                "switches: their bursts go to it, not here, until it leaves"
+            )
+        else:
+            emit("note: primary of every switch again: bursts arrive here")
+    return now
 
 
 def cmd_incast(ctx: Context, p: Parsed) -> Result:

@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Protocol
 
 from controller.fabric import FabricController
+from controller.server import ControlServer
 from topologies.emulation import probe
 from topologies.emulation.fabricnet import (
     FabricNet,
@@ -78,13 +79,38 @@ class BringUp:
     controller: RouteController | None
     timings: dict[str, float] = field(default_factory=dict)
     results: list[probe.ProbeResult] = field(default_factory=list)
+    server: ControlServer | None = None
+    """The fabric's controller service (:meth:`serve`), if it runs."""
 
     @property
     def verified(self) -> bool:
         return bool(self.results) and all(r.ok for r in self.results)
 
+    def serve(self, port: int = 0) -> ControlServer:
+        """Make the bring-up's controller the fabric's one controller service: it stays
+        primary, collects telemetry into ``results/telemetry.csv`` continuously and serves
+        ``tf-ctl`` commands on 127.0.0.1 (what ``tf-ctl serve`` does; ``controller.json``
+        tells ``tf-ctl`` where). Stopped with the controller (:meth:`close_controller`).
+
+        Raises:
+            FabricNetError: the controller is gone or not tailfabric's.
+        """
+        if self.server is not None:
+            return self.server
+        ctl = self.controller
+        if not isinstance(ctl, FabricController):
+            raise FabricNetError("no controller to serve (closed, or not a FabricController)")
+        ctl.start_telemetry()
+        topology = str(self.net.topology_path.resolve())
+        self.server = ControlServer(ctl, port, topology=topology).start()
+        return self.server
+
     def close_controller(self) -> None:
-        """Disconnect the controller; the switches keep their tables (idempotent)."""
+        """Stop the service, disconnect the controller; the switches keep their tables
+        (idempotent)."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
         ctl, self.controller = self.controller, None
         if ctl is not None:
             ctl.close()

@@ -6,11 +6,15 @@
     tf-topo json --planes 2 --leaves 2 --spines 2 --hosts 2 -o topo.json
     tf-topo up [--planes 2 ...] [--target tf|bmv2]   # bring up, verify, Mininet CLI, tear down
     tf-topo up --detach                               # a background fabric (make fabric-up)
+    tf-topo up --no-controller ...                    # without the controller service
     tf-topo down                                      # stop it (make fabric-down)
     tf-topo check [--pairs h1:h3] [--planes 0]        # every path of a running fabric
     tf-topo clean [--all]                             # leftovers of crashed runs (make clean)
 
-``up``, ``down``, ``check`` and ``clean`` need root (namespaces, veths).
+``up`` keeps the bring-up's controller running as the fabric's one controller service (what
+``tf-ctl serve`` does): every ``tf-ctl`` command goes through it, and it collects telemetry into
+``results/telemetry.csv`` until ``down`` (or the CLI's exit) stops the fabric. ``up``, ``down``,
+``check`` and ``clean`` need root (namespaces, veths).
 """
 
 from __future__ import annotations
@@ -95,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--log-level", default="info", help="switch log level")
     up.add_argument("--no-cli", action="store_true", help="stay up without a CLI until SIGTERM")
     up.add_argument("--detach", action="store_true", help="run in the background (make fabric-up)")
+    up.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="start no controller service (tf-ctl then connects to the switches itself)",
+    )
     up.add_argument("--check-timeout", type=float, default=3.0, metavar="SECONDS")
 
     dn = sub.add_parser("down", help="stop the background fabric")
@@ -191,11 +200,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     up = bring_up(fabric, options, check_timeout_s=args.check_timeout)
     try:
         print(summary(up), flush=True)
+        if args.no_cli and not up.verified:
+            print("not every path works: stopping", flush=True)
+            return 1
+        if args.no_controller:
+            if args.no_cli:
+                up.close_controller()  # the switches keep their tables; others may connect now
+        else:
+            server = up.serve()
+            print(
+                f"controller service: tf-ctl commands go to 127.0.0.1:{server.port} "
+                f"(pid {os.getpid()}); telemetry -> {Path(args.results) / 'telemetry.csv'}",
+                flush=True,
+            )
         if args.no_cli:
-            if not up.verified:
-                print("not every path works: stopping", flush=True)
-                return 1
-            up.close_controller()  # the switches keep their tables; others may connect now
             print(f"fabric up (pid {os.getpid()}); stop it with 'make fabric-down'", flush=True)
             while True:
                 signal.pause()
@@ -231,7 +249,12 @@ def _detach(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         rc = proc.poll()
         state = read_state(args.results)
-        if state and state.get("ready") and state.get("runner_pid") == proc.pid:
+        if (
+            state
+            and state.get("ready")
+            and state.get("runner_pid") == proc.pid
+            and (args.no_controller or _serving(args.results, proc.pid))
+        ):
             print(log_path.read_text().rstrip())
             print(f"log: {log_path}")
             return 0
@@ -246,6 +269,14 @@ def _detach(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _serving(results: str, pid: int) -> bool:
+    """Whether process ``pid`` serves the controller of ``results`` (``controller.json``)."""
+    from controller.client import find_server
+
+    info = find_server(results)
+    return info is not None and info.pid == pid
 
 
 def cmd_down(args: argparse.Namespace) -> int:
