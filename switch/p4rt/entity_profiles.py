@@ -3,7 +3,9 @@
 Ids are non-zero; a member binds one of the actions its tables allow in entries; groups exist only
 in selectors, list each member once with a weight >= 1, and keep the ``max_size`` they were
 inserted with (at most the P4Info ``max_group_size`` when that is set). Watch ports are not
-implemented (UNIMPLEMENTED). Duplicate ids, missing ids, members still in use and full profiles
+implemented (UNIMPLEMENTED; an empty ``watch_port`` watches nothing). The hidden members and
+groups of one-shot action sets (see :mod:`switch.p4rt.entity_tables`) are never read here, and
+members or groups cannot be written to a selector that holds one-shot sets (INVALID_ARGUMENT). Duplicate ids, missing ids, members still in use and full profiles
 get the codes the pipeline state raises (ALREADY_EXISTS, NOT_FOUND, FAILED_PRECONDITION,
 RESOURCE_EXHAUSTED).
 """
@@ -18,6 +20,7 @@ from switch.p4rt.codec import decode_action, encode_action
 from switch.p4rt.pipeline_view import ProfileView
 from switch.p4rt.status import INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
 from switch.p4rt.target import Target
+from switch.pipeline.profiles import is_one_shot_id
 
 INSERT = p4runtime_pb2.Update.INSERT
 MODIFY = p4runtime_pb2.Update.MODIFY
@@ -67,7 +70,7 @@ class ProfileMembers:
                     raise P4RTError(NOT_FOUND, f"{_owner(pv)} has no member {msg.member_id}")
                 ids = [msg.member_id]
             else:
-                ids = sorted(profile.members)
+                ids = sorted(m for m in profile.members if not is_one_shot_id(m))
             for mid in ids:
                 out = p4runtime_pb2.ActionProfileMember(
                     action_profile_id=pv.id,
@@ -95,7 +98,8 @@ class ProfileGroups:
             return
         members: dict[int, int] = {}
         for m in msg.members:
-            if m.WhichOneof("watch_kind") is not None:
+            kind = m.WhichOneof("watch_kind")
+            if kind == "watch" or (kind == "watch_port" and m.watch_port != b""):
                 raise P4RTError(UNIMPLEMENTED, "watch ports are not implemented")
             if m.member_id in members:
                 raise P4RTError(INVALID_ARGUMENT, f"{owner}: member {m.member_id} is listed twice")
@@ -132,7 +136,7 @@ class ProfileGroups:
                     raise P4RTError(NOT_FOUND, f"{_owner(pv)} has no group {msg.group_id}")
                 ids = [msg.group_id]
             else:
-                ids = sorted(profile.groups)
+                ids = sorted(g for g in profile.groups if not is_one_shot_id(g))
             for gid in ids:
                 group = profile.groups[gid]
                 out = p4runtime_pb2.ActionProfileGroup(

@@ -9,6 +9,18 @@ counts; reads filter on table id, match, priority, action id and cookies, and at
 and meter configuration only when the request sets those fields. A pipeline table entry keeps
 one integer cookie; both P4Runtime cookies (``controller_metadata`` and ``metadata``) are packed
 into it.
+
+One-shot action selector programming ("One Shot Action Selector Programming"): an entry of a
+table with an action selector may give an ``ActionProfileActionSet``; the selector makes a hidden
+group and members for it (:meth:`~switch.pipeline.profiles.ActionProfile.insert_one_shot`), the
+entry reads back as the set it was written with, and a MODIFY or DELETE lets the old ones go.
+Tables without a selector, weights below 1, more weight than ``max_group_size`` and mixing with
+client-written members/groups are INVALID_ARGUMENT; watch ports are UNIMPLEMENTED.
+
+Idle timeouts ("Idle-timeout"): ``idle_timeout_ns`` only on tables with ``support_timeout``
+(else INVALID_ARGUMENT), never on default or const entries, ``time_since_last_hit`` never in a
+write; reads always return ``idle_timeout_ns`` and give ``time_since_last_hit`` (device clock)
+when the request sets it. The notifications themselves come from :mod:`switch.p4rt.idle`.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ from switch.p4rt.status import (
     P4RTError,
 )
 from switch.p4rt.target import Target
+from switch.pipeline.profiles import is_one_shot_id
 from switch.pipeline.tables import Table, TableEntry
 from switch.pipeline.trtcm import MeterCell, MeterConfig
 from switch.schema import ActionCall
@@ -75,7 +88,10 @@ def _check_writable_fields(tv: TableView, te: p4runtime_pb2.TableEntry, update_t
     if te.idle_timeout_ns or te.HasField("time_since_last_hit"):
         if not tv.spec.support_timeout:
             raise P4RTError(INVALID_ARGUMENT, f"{_owner(tv)} does not support idle timeout")
-        raise P4RTError(UNIMPLEMENTED, "idle timeouts are not implemented by this target")
+        if te.HasField("time_since_last_hit"):
+            raise P4RTError(INVALID_ARGUMENT, "time_since_last_hit must be unset in a write")
+        if te.is_default_action:
+            raise P4RTError(INVALID_ARGUMENT, "default entries take no idle timeout")
     if te.HasField("meter_counter_data"):
         raise P4RTError(UNIMPLEMENTED, "per-colour meter counters are not implemented")
 
@@ -123,11 +139,16 @@ class TableEntries:
             return
         match = decode_match(tv, te.match)
         if update_type == DELETE:
-            table.delete(match, te.priority)
+            table.delete(match, te.priority)  # a one-shot group goes with its entry
         elif update_type == INSERT:
             if not te.HasField("action"):
                 raise P4RTError(INVALID_ARGUMENT, f"{_owner(tv)}: INSERT needs an action")
-            table.insert(self._entry(target, tv, te, match, None))
+            entry = self._entry(target, tv, te, match, None)
+            try:
+                table.insert(entry)
+            except BaseException:
+                _drop_unused_one_shot(table, entry)
+                raise
         else:
             self._modify(target, tv, table, te, match)
 
@@ -147,10 +168,7 @@ class TableEntries:
             call = decode_action(target.view, te.action.action, tv.actions, _owner(tv))
             return call, None, None
         if which == "action_profile_action_set":
-            raise P4RTError(
-                UNIMPLEMENTED,
-                "one-shot action selector programming is not implemented; use members and groups",
-            )
+            return None, None, _one_shot_group(target, tv, te.action.action_profile_action_set)
         if which == "action":
             raise P4RTError(
                 INVALID_ARGUMENT,
@@ -182,6 +200,7 @@ class TableEntries:
             bytes=nbytes,
             meter_config=meter,
             controller_metadata=pack_cookie(te.controller_metadata, te.metadata),
+            idle_timeout_ns=te.idle_timeout_ns,
         )
 
     def _modify(
@@ -194,6 +213,10 @@ class TableEntries:
     ) -> None:
         stored = table.get(match, te.priority)
         if tv.spec.is_const or stored.is_const:
+            if te.idle_timeout_ns:
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"{_owner(tv)}: const entries take no idle timeout"
+                )
             if te.HasField("action"):
                 raise P4RTError(
                     PERMISSION_DENIED,
@@ -207,7 +230,11 @@ class TableEntries:
                 stored.packets, stored.bytes = counts
             return
         entry = self._entry(target, tv, te, match, stored)
-        table.modify(dataclasses.replace(entry, packets=0, bytes=0))
+        try:
+            table.modify(dataclasses.replace(entry, packets=0, bytes=0))
+        except BaseException:
+            _drop_unused_one_shot(table, entry)
+            raise
         if te.HasField("counter_data"):
             stored.packets, stored.bytes = entry.packets, entry.bytes
 
@@ -265,6 +292,10 @@ class TableEntries:
         if te.is_default_action:
             yield p4runtime_pb2.Entity(table_entry=self._default_entry(target, tv, table))
             return
+        if te.HasField("time_since_last_hit") and not tv.spec.support_timeout:
+            if te.table_id:
+                raise P4RTError(INVALID_ARGUMENT, f"{_owner(tv)} does not support idle timeout")
+            te = _without_hit_time(te)  # a wildcard read: only idle-timeout tables answer it
         match = decode_match(tv, te.match) if len(te.match) else None
         action_id = 0
         if te.HasField("action") and te.action.WhichOneof("type") == "action":
@@ -296,9 +327,21 @@ class TableEntries:
             out.action.action.CopyFrom(encode_action(target.view, e.action))
         elif e.member_id is not None:
             out.action.action_profile_member_id = e.member_id
+        elif e.group_id is not None and is_one_shot_id(e.group_id):
+            profile = target.state.tables[tv.name].profile
+            assert profile is not None
+            action_set = out.action.action_profile_action_set
+            for call, weight in profile.one_shot_actions(e.group_id):
+                action_set.action_profile_actions.add(
+                    action=encode_action(target.view, call), weight=weight
+                )
         elif e.group_id is not None:
             out.action.action_profile_group_id = e.group_id
         out.controller_metadata, out.metadata = unpack_cookie(e.controller_metadata)
+        out.idle_timeout_ns = e.idle_timeout_ns
+        if request.HasField("time_since_last_hit"):
+            elapsed = target.now_us() * 1000 - e.last_hit_ns
+            out.time_since_last_hit.elapsed_ns = max(0, elapsed)
         if request.HasField("counter_data") and tv.direct_counter is not None:
             out.counter_data.CopyFrom(
                 encode_counter_data(e.packets, e.bytes, tv.direct_counter.unit)
@@ -317,6 +360,62 @@ class TableEntries:
             out.controller_metadata, out.metadata = unpack_cookie(saved[1])
         out.is_const = tv.spec.const_default_action
         return out
+
+
+def _without_hit_time(te: p4runtime_pb2.TableEntry) -> p4runtime_pb2.TableEntry:
+    out = p4runtime_pb2.TableEntry()
+    out.CopyFrom(te)
+    out.ClearField("time_since_last_hit")
+    return out
+
+
+def _watched(action: p4runtime_pb2.ActionProfileAction) -> bool:
+    """Whether a one-shot action names a watch port (an empty ``watch_port`` names none)."""
+    kind = action.WhichOneof("watch_kind")
+    return kind == "watch" or (kind == "watch_port" and bool(action.watch_port))
+
+
+def _one_shot_group(
+    target: Target, tv: TableView, action_set: p4runtime_pb2.ActionProfileActionSet
+) -> int:
+    """Validate a one-shot action set and make its hidden group; returns the group id."""
+    owner = _owner(tv)
+    if tv.profile_id is None:
+        raise P4RTError(INVALID_ARGUMENT, f"{owner} has no action selector for a one-shot set")
+    pv = target.view.profile(tv.profile_id)
+    if not pv.spec.with_selector:
+        raise P4RTError(
+            INVALID_ARGUMENT,
+            f"{owner} uses action profile '{pv.name}', which has no selector: "
+            "one-shot action sets need an action selector",
+        )
+    pairs = []
+    for i, a in enumerate(action_set.action_profile_actions):
+        if _watched(a):
+            raise P4RTError(UNIMPLEMENTED, "watch ports are not implemented by this target")
+        if a.weight < 1:
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"{owner}: one-shot action {i} has weight {a.weight} (must be >= 1)",
+            )
+        if not a.HasField("action"):
+            raise P4RTError(INVALID_ARGUMENT, f"{owner}: one-shot action {i} has no action")
+        pairs.append((decode_action(target.view, a.action, tv.actions, owner), a.weight))
+    total = sum(w for _c, w in pairs)
+    if pv.max_group_size and total > pv.max_group_size:
+        raise P4RTError(
+            INVALID_ARGUMENT,
+            f"{owner}: the one-shot set weighs {total}, more than max_group_size "
+            f"{pv.max_group_size} of '{pv.name}'",
+        )
+    profile = target.state.action_profiles[pv.name]
+    return profile.insert_one_shot(pairs)
+
+
+def _drop_unused_one_shot(table: Table, entry: TableEntry) -> None:
+    """After a refused write: the one-shot group made for it, if no entry took it."""
+    if table.profile is not None and entry.group_id is not None and is_one_shot_id(entry.group_id):
+        table.profile.drop_one_shot(entry.group_id)
 
 
 def _key_of(tv: TableView, e: TableEntry) -> p4runtime_pb2.TableEntry:

@@ -6,7 +6,7 @@ Usage::
         print(server.port)
 
 ``start()`` binds (127.0.0.1 unless told otherwise), installs the device's packet-in hook and
-starts the digest thread; ``stop()`` (idempotent) ends every stream, stops the thread, restores
+starts the digest and idle-timeout threads; ``stop()`` (idempotent) ends every stream, stops the thread, restores
 the previous hook and shuts the gRPC server down. The data path itself is not run here: whoever
 owns the device keeps calling ``receive`` / ``service_queues`` (``device.wakeup`` is set after
 every PacketOut).
@@ -22,6 +22,7 @@ import grpc
 from p4.v1 import p4runtime_pb2_grpc
 
 from switch.device.device import Device, PacketInHook
+from switch.p4rt.idle import DEFAULT_POLL_S
 from switch.p4rt.service import P4RuntimeService
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -38,11 +39,14 @@ class P4RuntimeServer:
         *,
         max_workers: int = 64,
         digest_poll_s: float = 0.002,
+        idle_poll_s: float = DEFAULT_POLL_S,
     ) -> None:
         self.device = device
         self.requested_address = address
         self.max_workers = max_workers
-        self.service = P4RuntimeService(device, digest_poll_s=digest_poll_s)
+        self.service = P4RuntimeService(
+            device, digest_poll_s=digest_poll_s, idle_poll_s=idle_poll_s
+        )
         self._server: grpc.Server | None = None
         self._port = 0
         self._previous_hook: PacketInHook | None = None
@@ -86,6 +90,7 @@ class P4RuntimeServer:
             self._previous_hook = self.device.on_packet_in
             self.device.on_packet_in = self.service.on_packet_in
             self.service.digests.start()
+            self.service.idle.start()
             return self
 
     def stop(self, grace: float = 1.0) -> None:

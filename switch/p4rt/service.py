@@ -27,6 +27,7 @@ from switch.device.device import Device, Pipeline
 from switch.p4rt.arbitration import Arbiter, election_id
 from switch.p4rt.digests import DigestEngine
 from switch.p4rt.entities import apply_update, read_entity
+from switch.p4rt.idle import DEFAULT_POLL_S, IdleTimeoutEngine
 from switch.p4rt.packet_io import packet_in_message, packet_out_values
 from switch.p4rt.pipeline_config import PipelineConfigurator
 from switch.p4rt.pipeline_view import PipelineMismatch, PipelineView, build_view
@@ -81,12 +82,15 @@ class _EndStream(Exception):
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
     """All RPCs of the P4Runtime service for one device."""
 
-    def __init__(self, device: Device, *, digest_poll_s: float = 0.002) -> None:
+    def __init__(
+        self, device: Device, *, digest_poll_s: float = 0.002, idle_poll_s: float = DEFAULT_POLL_S
+    ) -> None:
         self.device = device
         self.arbiter = Arbiter(device.device_id)
         self.extras = Extras()
         self.stats = ServiceStats()
         self.digests = DigestEngine(device, self.arbiter, self.current_view, digest_poll_s)
+        self.idle = IdleTimeoutEngine(device, self.arbiter, self.current_view, idle_poll_s)
         self.configurator = PipelineConfigurator(device, self._committed)
         self._view_lock = threading.Lock()
         self._view: tuple[Pipeline, PipelineView] | None = None
@@ -137,6 +141,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         if pipeline is None or state is None:
             raise P4RTError(FAILED_PRECONDITION, NO_PIPELINE)
         self.extras.bind(state)  # a state committed by someone else starts without extras
+        self.idle.bind(state)
         return Target(
             state,
             self.view_for(pipeline),
@@ -144,6 +149,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self.digests.config_changed,
             self.device.drop_cells,
             self.device.packet_totals,
+            self.device.now_us,
         )
 
     # ----- checks shared by RPCs
@@ -384,10 +390,11 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
     # ----- lifecycle
 
     def shutdown(self) -> None:
-        """End every stream and stop the digest thread."""
+        """End every stream and stop the digest and idle-timeout threads."""
         with self._sessions_lock:
             self._stopping = True
             sessions = list(self._sessions)
         for s in sessions:
             s.close()
         self.digests.stop()
+        self.idle.stop()

@@ -54,3 +54,5 @@ class Target:
     drop_cells: Callable[[], list[DropCell]] = lambda: []
     # Packets in, out, made and queued (target-specific ExternEntry reads); None: not kept.
     packet_totals: Callable[[], PacketTotals] | None = None
+    # The device clock in microseconds (``time_since_last_hit`` of idle-timeout tables).
+    now_us: Callable[[], int] = lambda: 0

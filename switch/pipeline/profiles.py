@@ -7,17 +7,36 @@ profile or group RESOURCE_EXHAUSTED.
 Member selection follows BMv2: every member gets the lowest free handle when created; a group
 lists its members by ascending handle and a packet picks ``members[hash % len(members)]``. A
 member of weight *w* is listed *w* times in a row.
+
+One-shot programming (P4Runtime "One Shot Action Selector Programming"): a table entry given a
+set of (action, weight) pairs gets a group and members the profile creates itself, with ids from
+:data:`ONE_SHOT_ID_BASE` up (beyond any uint32 id a client can use). Such a group disappears,
+members included, when the last table entry using it lets it go. A selector is programmed either
+with one-shot sets or with the client's own members and groups, never both at once
+(INVALID_ARGUMENT); it may switch when it holds neither.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from switch.pipeline.errors import Code, StateError, unknown
 from switch.pipeline.hashes import CrcConfig, compute_hash
 from switch.pipeline.validate import check_action_call, invalid
 from switch.schema import ActionCall, ActionProfileSpec, ActionRef, ActionSpec
+
+#: The first member/group id of one-shot sets: P4Runtime ids are uint32, so these never collide.
+ONE_SHOT_ID_BASE = 1 << 32
+
+_MIXED = (
+    "one-shot action sets and client-written members/groups cannot be mixed in one action selector"
+)
+
+
+def is_one_shot_id(object_id: int) -> bool:
+    """Whether a member or group id was allocated for a one-shot action set."""
+    return object_id >= ONE_SHOT_ID_BASE
 
 
 @dataclass
@@ -50,6 +69,27 @@ class ActionProfile:
         self._member_refs: dict[int, int] = {}  # member id -> number of groups + entries using it
         self._group_refs: dict[int, int] = {}  # group id -> number of entries using it
         self._expanded: dict[int, tuple[ActionCall, ...]] = {}
+        self._next_one_shot = ONE_SHOT_ID_BASE
+
+    # ----- programming modes
+
+    def has_one_shot(self) -> bool:
+        """Whether any group or member was made for a one-shot action set."""
+        return any(is_one_shot_id(g) for g in self.groups) or any(
+            is_one_shot_id(m) for m in self.members
+        )
+
+    def has_client_objects(self) -> bool:
+        """Whether any member or group was written by the client (not for a one-shot set)."""
+        return any(not is_one_shot_id(g) for g in self.groups) or any(
+            not is_one_shot_id(m) for m in self.members
+        )
+
+    def _check_mode(self, object_id: int) -> None:
+        if is_one_shot_id(object_id):
+            self._next_one_shot = max(self._next_one_shot, object_id + 1)
+        elif self.has_one_shot():
+            raise invalid(f"action profile '{self.name}': {_MIXED}")
 
     # ----- members
 
@@ -76,6 +116,7 @@ class ActionProfile:
                 Code.ALREADY_EXISTS,
                 f"action profile '{self.name}': member {member_id} already exists",
             )
+        self._check_mode(member_id)
         if self.spec.size > 0 and len(self.members) >= self.spec.size:
             raise StateError(
                 Code.RESOURCE_EXHAUSTED,
@@ -155,6 +196,7 @@ class ActionProfile:
             )
         if max_size < 0:
             raise invalid(f"action profile '{self.name}': negative max_size {max_size}")
+        self._check_mode(group_id)
         checked = self._checked_members(members, max_size)
         self.groups[group_id] = ActionGroup(group_id, {}, max_size)
         self._group_refs[group_id] = 0
@@ -224,6 +266,9 @@ class ActionProfile:
 
     def retain(self, member_id: int | None, group_id: int | None) -> None:
         """Record a table entry's reference (NOT_FOUND if the member or group does not exist)."""
+        for object_id in (member_id, group_id):
+            if object_id is not None and not is_one_shot_id(object_id) and self.has_one_shot():
+                raise invalid(f"action profile '{self.name}': {_MIXED}")
         if member_id is not None:
             self._member(member_id)
             self._member_refs[member_id] += 1
@@ -236,6 +281,60 @@ class ActionProfile:
             self._member_refs[member_id] -= 1
         if group_id is not None and group_id in self._group_refs:
             self._group_refs[group_id] -= 1
+            if is_one_shot_id(group_id):
+                self.drop_one_shot(group_id)
+
+    # ----- one-shot action sets
+
+    def insert_one_shot(self, actions: Sequence[tuple[ActionCall, int]]) -> int:
+        """Create the members and group of a one-shot action set; returns the group id.
+
+        ``actions`` lists (action, weight) pairs in the client's order; the same action may
+        appear more than once (one member each). Nothing is created if any pair is refused.
+        """
+        owner = f"action profile '{self.name}'"
+        if not self.spec.with_selector:
+            raise invalid(f"{owner} has no selector; one-shot action sets need one")
+        if self.has_client_objects():
+            raise invalid(f"{owner}: {_MIXED}")
+        calls: list[tuple[ActionCall, int]] = []
+        for call, weight in actions:
+            if not isinstance(weight, int) or weight < 1:
+                raise invalid(f"{owner}: one-shot action {call.name} has weight {weight!r}")
+            calls.append((self._check_action(call), weight))
+        if self.spec.size > 0 and len(self.members) + len(calls) > self.spec.size:
+            raise StateError(
+                Code.RESOURCE_EXHAUSTED,
+                f"{owner} is full ({self.spec.size} members); the set needs {len(calls)}",
+            )
+        made: list[int] = []
+        try:
+            for call, _weight in calls:
+                member_id = self._next_one_shot
+                self.insert_member(member_id, call)
+                made.append(member_id)
+            group_id = self._next_one_shot
+            self.insert_group(group_id, {m: w for m, (_c, w) in zip(made, calls)})
+        except BaseException:
+            for member_id in made:
+                self.delete_member(member_id)
+            raise
+        return group_id
+
+    def one_shot_actions(self, group_id: int) -> list[tuple[ActionCall, int]]:
+        """The (action, weight) pairs of a one-shot group, in the order they were given."""
+        group = self._group(group_id)
+        return [(self.members[m], w) for m, w in group.members.items()]
+
+    def drop_one_shot(self, group_id: int) -> None:
+        """Delete a one-shot group and its members if no table entry uses it any more."""
+        if group_id not in self.groups or self._group_refs[group_id]:
+            return
+        members = list(self.groups[group_id].members)
+        self.delete_group(group_id)
+        for member_id in members:
+            if not self._member_refs[member_id]:
+                self.delete_member(member_id)
 
     def choose(self, group_id: int, data: bytes) -> ActionCall | None:
         """The action a packet whose selector input is ``data`` gets from a group (None: empty)."""

@@ -10,6 +10,13 @@ key picks the longest matching prefix; any ternary/range/optional key makes ever
 compare (LPM then acts as a ternary with a prefix mask) and the highest priority wins, ties going
 to the entry inserted first. Non-exact tables keep a bounded cache of recent lookups, dropped on
 every write.
+
+Idle timeouts (``support_timeout = true``): an entry keeps its TTL (``idle_timeout_ns``, 0 = none)
+and the time it was last hit (``last_hit_ns``, set when it is inserted). The table has no clock
+of its own: whoever runs it sets :attr:`Table.hit_clock_us` (the device's microsecond clock, the
+one that stamps packets) and every lookup that hits an entry records the time; an executor that
+does its own lookups reports hits through :meth:`Table.note_hit`. Finding and reporting idle
+entries is the P4Runtime server's job.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -48,6 +55,13 @@ class TableEntry:
     controller_metadata: int = 0
     is_const: bool = False
     meter_cell: MeterCell | None = field(default=None, repr=False, compare=False)
+    idle_timeout_ns: int = 0  # TTL of an idle-timeout table's entry; 0 = never idle
+    last_hit_ns: int = field(default=0, compare=False)  # hit_clock time of the last hit
+
+    @property
+    def key(self) -> tuple[tuple[object, ...], int]:
+        """(match, priority): what names the entry in its table (see :meth:`Table.note_hit`)."""
+        return (self.match, self.priority)
 
 
 class _Masked:
@@ -127,6 +141,9 @@ class Table:
         self._masked_by_entry: dict[int, _Masked] = {}
         self._cache: dict[tuple[int, ...], TableEntry | None] = {}
         self._seq = itertools.count()
+        self._timed: dict[tuple[tuple[object, ...], int], TableEntry] = {}  # TTL > 0
+        # Microseconds now (set by the owner for idle-timeout tables; None: hits are not timed).
+        self.hit_clock_us: Callable[[], int] | None = None
         self.default: ActionCall = spec.default_action
         for c in spec.const_entries:
             prio = c.priority if self._needs_priority else 0
@@ -172,6 +189,11 @@ class Table:
             raise invalid(f"{owner} has no direct counter; entry must not carry counter data")
         if entry.packets < 0 or entry.bytes < 0:
             raise invalid(f"{owner}: negative counter data")
+        ttl = entry.idle_timeout_ns
+        if not isinstance(ttl, int) or ttl < 0:
+            raise invalid(f"{owner}: idle_timeout_ns must be a non-negative integer, got {ttl!r}")
+        if ttl and not spec.support_timeout:
+            raise invalid(f"{owner} does not support idle timeout (no support_timeout = true)")
         return dataclasses.replace(
             entry,
             match=match,
@@ -242,6 +264,7 @@ class Table:
             )
         if self.profile is not None:
             self.profile.retain(e.member_id, e.group_id)
+        e.last_hit_ns = self.now_ns()
         self._add(e)
 
     def modify(self, entry: TableEntry) -> None:
@@ -260,6 +283,11 @@ class Table:
         old.meter_config = e.meter_config
         old.meter_cell = e.meter_cell
         old.controller_metadata = e.controller_metadata
+        old.idle_timeout_ns = e.idle_timeout_ns
+        if e.idle_timeout_ns:
+            self._timed[old.key] = old
+        else:
+            self._timed.pop(old.key, None)
         self._cache.clear()
 
     def delete(self, match: tuple[object, ...], priority: int = 0) -> None:
@@ -300,6 +328,25 @@ class Table:
     def __len__(self) -> int:
         return len(self._entries)
 
+    # ----- idle timeouts
+
+    def now_ns(self) -> int:
+        """The hit clock's time in nanoseconds (0 when no clock is set)."""
+        clock = self.hit_clock_us
+        return 0 if clock is None else clock() * 1000
+
+    def note_hit(self, entry_key: tuple[tuple[object, ...], int], now_ns: int) -> None:
+        """Record that a packet hit the entry ``entry_key`` ((match, priority), as
+        :attr:`TableEntry.key`) at ``now_ns`` (the device clock, in ns). Unknown keys are
+        ignored: the entry may have been deleted since the lookup."""
+        e = self._entries.get(entry_key)
+        if e is not None:
+            e.last_hit_ns = now_ns
+
+    def timed_entries(self) -> list[TableEntry]:
+        """The entries with a TTL (idle_timeout_ns > 0), in insertion order."""
+        return list(self._timed.values())
+
     # ----- structures
 
     def _find_stored(self, match: tuple[object, ...], priority: int) -> TableEntry:
@@ -315,6 +362,8 @@ class Table:
                 Code.ALREADY_EXISTS, f"table '{self.name}': duplicate const entry {_describe(*key)}"
             )
         self._entries[key] = e
+        if e.idle_timeout_ns:
+            self._timed[key] = e
         mode = self._mode
         if mode == _EXACT:
             self._exact[e.match] = e
@@ -337,6 +386,7 @@ class Table:
 
     def _remove(self, e: TableEntry) -> None:
         del self._entries[(e.match, e.priority)]
+        self._timed.pop((e.match, e.priority), None)
         mode = self._mode
         if mode == _EXACT:
             del self._exact[e.match]
@@ -445,6 +495,8 @@ class Table:
         """
         e = self._exact.get(key) if self._mode == _EXACT else self._find(key)
         if e is not None:
+            if self.hit_clock_us is not None:
+                e.last_hit_ns = self.hit_clock_us() * 1000
             a = e.action
             if a is not None:
                 return e, a.name, a.args

@@ -1,0 +1,164 @@
+"""Table idle timeouts: ``IdleTimeoutNotification`` stream messages for entries nobody hit.
+
+Following the "Idle-timeout" and "Table Idle Timeout Notification" sections of the
+specification (and what PI does for BMv2): a background thread sweeps every ``poll_s`` seconds
+the tables with ``support_timeout = true``; an entry with a TTL (``idle_timeout_ns`` > 0) that
+has not been hit for at least its TTL is reported, and its timer restarts, so an entry that stays
+idle is reported again one TTL later. The entries of one table found in one sweep go out in one
+``IdleTimeoutNotification`` (key, ``controller_metadata``, ``metadata`` and ``idle_timeout_ns``
+of each) to the primary stream of the default role; without a primary they are dropped (and
+counted). Time is the device's clock (``Device.now_us``, the clock that stamps packets): the
+engine gives it to every idle-timeout table of the running state, whose lookups then record
+their hits (:attr:`switch.pipeline.tables.Table.hit_clock_us`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from p4.v1 import p4runtime_pb2
+
+from switch.device.device import Device
+from switch.p4rt.arbitration import DEFAULT_ROLE, Arbiter
+from switch.p4rt.codec import encode_match
+from switch.p4rt.entity_tables import unpack_cookie
+from switch.p4rt.pipeline_view import PipelineView
+from switch.pipeline.state import SwitchState
+from switch.pipeline.tables import Table, TableEntry
+
+log = logging.getLogger(__name__)
+
+#: How often the tables are swept for idle entries (the specification's example uses 10 ms).
+DEFAULT_POLL_S = 0.01
+
+
+@dataclass
+class IdleStats:
+    """What the sweeps found and sent."""
+
+    sweeps: int = 0
+    notifications: int = 0  # IdleTimeoutNotification messages sent
+    entries: int = 0  # table entries in them
+    no_primary_drops: int = 0  # entries found idle with no primary stream to tell
+
+
+def bind_clocks(device: Device, state: SwitchState) -> None:
+    """Give every idle-timeout table of ``state`` the device clock (call with the lock held)."""
+    for table in state.tables.values():
+        if table.spec.support_timeout and table.hit_clock_us is None:
+            table.hit_clock_us = device.now_us
+
+
+def notified_entry(
+    view: PipelineView, table_id: int, e: TableEntry, cookie: tuple[int, bytes]
+) -> p4runtime_pb2.TableEntry:
+    """What a notification says of one entry: its key, cookies and TTL."""
+    tv = view.tables[table_id]
+    return p4runtime_pb2.TableEntry(
+        table_id=table_id,
+        match=encode_match(tv, e.match),
+        priority=e.priority,
+        controller_metadata=cookie[0],
+        metadata=cookie[1],
+        idle_timeout_ns=e.idle_timeout_ns,
+    )
+
+
+class IdleTimeoutEngine:
+    """Sweeps one device's idle-timeout tables and notifies the primary client."""
+
+    def __init__(
+        self,
+        device: Device,
+        arbiter: Arbiter,
+        view_of: Callable[[], PipelineView | None],
+        poll_s: float = DEFAULT_POLL_S,
+    ) -> None:
+        self.device = device
+        self.arbiter = arbiter
+        self.view_of = view_of
+        self.poll_s = poll_s
+        self.stats = IdleStats()
+        self._bound: SwitchState | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ----- thread
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="p4rt-idle", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.tick()
+            except Exception:  # keep sweeping whatever one pass ran into
+                log.exception("idle-timeout sweep failed")
+
+    # ----- one sweep
+
+    def bind(self, state: SwitchState) -> None:
+        """Time the hits of ``state``'s idle-timeout tables (call with ``device.lock`` held)."""
+        if state is not self._bound:
+            bind_clocks(self.device, state)
+            self._bound = state
+
+    def _timed_tables(self, state: SwitchState) -> list[Table]:
+        return [t for t in state.tables.values() if t.spec.support_timeout and t.timed_entries()]
+
+    def tick(self) -> int:
+        """Sweep once; returns how many entries were found idle."""
+        state = self.device.state
+        if state is None or (state is self._bound and not self._timed_tables(state)):
+            return 0  # nothing to do, decided without the device lock
+        found = 0
+        with self.device.lock:
+            state = self.device.state
+            view = self.view_of()
+            if state is None or view is None:
+                return 0
+            self.bind(state)
+            self.stats.sweeps += 1
+            now_ns = self.device.now_us() * 1000
+            ids = {tv.name: tv.id for tv in view.tables.values()}
+            for table in self._timed_tables(state):
+                found += self._sweep(view, ids.get(table.name), table, now_ns)
+        return found
+
+    def _sweep(self, view: PipelineView, table_id: int | None, table: Table, now_ns: int) -> int:
+        idle = [e for e in table.timed_entries() if now_ns - e.last_hit_ns >= e.idle_timeout_ns]
+        if not idle:
+            return 0
+        for e in idle:
+            e.last_hit_ns = now_ns  # the timer restarts whether or not anyone is told
+        sink = self.arbiter.primary_sink(DEFAULT_ROLE)
+        if table_id is None or sink is None:
+            self.stats.no_primary_drops += len(idle)
+            return len(idle)
+        msg = p4runtime_pb2.StreamMessageResponse()
+        note = msg.idle_timeout_notification
+        for e in idle:
+            note.table_entry.append(
+                notified_entry(view, table_id, e, unpack_cookie(e.controller_metadata))
+            )
+        note.timestamp = time.time_ns()
+        if sink.send(msg, droppable=True):
+            self.stats.notifications += 1
+            self.stats.entries += len(idle)
+        else:
+            self.stats.no_primary_drops += len(idle)
+        return len(idle)
