@@ -73,6 +73,8 @@ def fields_code(gen: CodeGen, e: ast.Expr) -> str:
 
 
 def _scalar_pair(v: str, t: T.Type) -> str:
+    if isinstance(t, T.VarbitT):
+        return v  # a varbit value is already its (value, current width) pair
     w = target_width(t)
     if t is T.BOOL:
         return f"(int({v}), 1)"

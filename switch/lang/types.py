@@ -269,3 +269,17 @@ def same_type(a: Type, b: Type) -> bool:
     if isinstance(a, BlockT) and isinstance(b, BlockT):
         return a.decl is b.decl
     return False
+
+
+def varbit_field(t: Type) -> tuple[str, VarbitT] | None:
+    """The varbit field of a header (a header has at most one), or None."""
+    if isinstance(t, StructLikeT):
+        for n, ft in t.fields.items():
+            if isinstance(ft, VarbitT):
+                return n, ft
+    return None
+
+
+def fixed_width(t: StructLikeT) -> int:
+    """Width in bits of a header without its varbit field (its ``minSizeInBits``)."""
+    return sum(0 if isinstance(f, VarbitT) else width_of(f) for f in t.fields.values())

@@ -122,7 +122,9 @@ def test_valid_program_compiles() -> None:
 
 
 def test_unsupported_constructs_say_which() -> None:
-    src = _prog("apply { }").replace("bit<8> c; }", "bit<8> c; varbit<16> v; }")
+    src = _prog("apply { }").replace(
+        "header h_t { bit<8> a;", "struct V { varbit<16> v; }\nheader h_t { V v; bit<8> a;"
+    )
     with pytest.raises(P4Error) as info:
         compile_source(src, "prog.p4")
     assert "varbit" in info.value.message and "not supported" in info.value.message

@@ -86,6 +86,9 @@ def _stack_method(
 def _size_method(
     gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
 ) -> str | None:
+    if info.args[0] is None:  # sizeInBits/sizeInBytes of a header with a varbit field
+        n = f"{gen.g_expr(info.target)}._nbits()"
+        return n if info.name.endswith("Bits") else f"(({n} + 7) // 8)"
     return repr(info.args[0])
 
 
@@ -452,16 +455,18 @@ def _extract(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | N
         t = info.bindings.get("T")
         assert t is not None
         h = gen.tmp("h")
+        size = _varbit_size(gen, info, out)
         out.line(f"{h} = {gen.class_of(t)}()")
-        _extract_into(gen, h, t, out)
+        _extract_into(gen, h, t, out, size)
         return None
     a = _arg0(info)
+    size = _varbit_size(gen, info, out)
     union = _union_of(a)
     if isinstance(a, ast.Member) and a.ref == StackProperty("next"):
         stack = gen.g_expr(a.expr)
         h = gen.tmp("h")
         out.line(f"{h} = _stack_next({stack}, {gen.err_code('StackOutOfBounds')})")
-        _extract_into(gen, h, a.checked_type, out)
+        _extract_into(gen, h, a.checked_type, out, size)
         out.line(f"{stack}.nextIndex += 1")
     elif (
         union is not None
@@ -476,27 +481,66 @@ def _extract(gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter) -> str | N
         u = gen.tmp("h")
         out.line(f"{u} = _stack_next({stack}, {gen.err_code('StackOutOfBounds')})")
         _invalidate_siblings(u, union, f"{u}.f_{a.name}", out)
-        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out)
+        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out, size)
         out.line(f"{stack}.nextIndex += 1")
     elif union is not None and isinstance(a, ast.Member):
         u = saved_object(gen, union)
         gen.flush(out)
         _invalidate_siblings(u, union, f"{u}.f_{a.name}", out)
-        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out)
+        _extract_into(gen, f"{u}.f_{a.name}", a.checked_type, out, size)
     else:
         h = gen.g_expr(a)
         gen.flush(out)
-        _extract_into(gen, h, a.checked_type, out)
+        _extract_into(gen, h, a.checked_type, out, size)
     return None
 
 
-def _extract_into(gen: CodeGen, h: str, t: T.Type, out: Emitter) -> None:
+def _varbit_size(gen: CodeGen, info: CallInfo, out: Emitter) -> str | None:
+    """The run-time size argument of a two-argument extract, evaluated once into a temporary
+    (before the header argument's place is used: arguments go left to right, and the
+    header's l-value was saved by then), or None."""
+    if len(info.args) < 2 or info.args[1] is None:
+        return None
+    v = gen.g_expr(info.args[1])
+    gen.flush(out)
+    n = gen.tmp("vbn")
+    out.line(f"{n} = {v}")
+    return n
+
+
+def _extract_into(gen: CodeGen, h: str, t: T.Type, out: Emitter, size: str | None = None) -> None:
+    if size is not None:
+        _extract_varbit(gen, h, t, out, size)
+        return
     nb = T.width_of(t) // 8
     pkt = gen.fn.pkt
     o = gen.tmp("o")
     out.line(f"{o} = {pkt}.off + {nb}")
     out.line(f"if {o} > {pkt}.n: raise _ParserError({gen.err_code('PacketTooShort')})")
     out.line(f"{h}._ext(_from_bytes({pkt}.buf[{pkt}.off:{o}], 'big'))")
+    out.line(f"{pkt}.off = {o}")
+
+
+def _extract_varbit(gen: CodeGen, h: str, t: T.Type, out: Emitter, size: str) -> None:
+    """extract(h, size) for a header with a varbit field, with the errors of v1model:
+    HeaderTooShort for a size above the field's maximum (nothing is consumed),
+    ParserInvalidArgument for a header that would not be a whole number of bytes,
+    PacketTooShort when the packet ends first."""
+    assert isinstance(t, T.StructLikeT)
+    vb = T.varbit_field(t)
+    assert vb is not None
+    fixed = T.fixed_width(t)
+    pkt = gen.fn.pkt
+    out.line(f"if {size} > {vb[1].max_width}: raise _ParserError({gen.err_code('HeaderTooShort')})")
+    if fixed % 8:
+        cond = f"({size} + {fixed % 8}) % 8"
+    else:
+        cond = f"{size} % 8"
+    out.line(f"if {cond}: raise _ParserError({gen.err_code('ParserInvalidArgument')})")
+    o = gen.tmp("o")
+    out.line(f"{o} = {pkt}.off + ({size} + {fixed}) // 8")
+    out.line(f"if {o} > {pkt}.n: raise _ParserError({gen.err_code('PacketTooShort')})")
+    out.line(f"{h}._ext(_from_bytes({pkt}.buf[{pkt}.off:{o}], 'big'), {size})")
     out.line(f"{pkt}.off = {o}")
 
 

@@ -32,6 +32,8 @@ def default_value(t: T.Type | None, gen: CodeGen) -> str:
         return "False"
     if isinstance(t, T.TupleT):
         return tuple_code([default_value(e, gen) for e in t.elems])
+    if isinstance(t, T.VarbitT):
+        return "(0, 0)"  # a varbit value is a (value, current width in bits) pair
     return "0"
 
 
@@ -120,6 +122,9 @@ def struct_class(gen: CodeGen, name: str, t: T.StructLikeT) -> str:
         if is_composite(ft):
             items.append(f"*self.f_{n}._fields()")
         else:
+            if isinstance(ft, T.VarbitT):
+                items.append(f"self.f_{n}")  # already a (value, width) pair
+                continue
             w = target_width(ft)
             v = f"self.f_{n}"
             if ft is T.BOOL:
@@ -150,6 +155,9 @@ def struct_class(gen: CodeGen, name: str, t: T.StructLikeT) -> str:
 
 
 def _header_codec(e: Emitter, t: T.StructLikeT) -> None:
+    if T.varbit_field(t) is not None:
+        _varbit_codec(e, t)
+        return
     total = T.width_of(t)
     nbytes = total // 8
     e.line(f"_nbytes = {nbytes}")
@@ -188,6 +196,56 @@ def _header_codec(e: Emitter, t: T.StructLikeT) -> None:
         e.line("return b''")
     else:
         e.line(f"return ({' | '.join(parts)}).to_bytes({nbytes}, 'big')")
+    e.dedent()
+
+
+def _varbit_codec(e: Emitter, t: T.StructLikeT) -> None:
+    """``_ext(x, vw)`` / ``_bytes()`` / ``_nbits()`` of a header with a varbit field: the
+    fields after the varbit one sit at shifts that depend on its current width ``vw``."""
+    fixed = T.fixed_width(t)
+    e.line(f"_fixed_bits = {fixed}")
+    e.line("def _ext(self, x, vw):")
+    e.indent()
+    after = fixed  # bits of fixed fields still to come, plus the varbit's once it is passed
+    seen_varbit = False
+    for n, ft in t.fields.items():
+        if isinstance(ft, T.VarbitT):
+            seen_varbit = True
+            e.line(f"self.f_{n} = ((x >> {after}) & ((1 << vw) - 1), vw)")
+            continue
+        w = T.width_of(ft)
+        after -= w
+        shift = f"({after} + vw)" if not seen_varbit else str(after)
+        v = f"((x >> {shift}) & {mask(w)})"
+        if ft is T.BOOL:
+            v = f"bool({v})"
+        elif isinstance(ft, T.IntT):
+            v = f"_to_signed({v}, {w})"
+        e.line(f"self.f_{n} = {v}")
+    e.line("self._v = True")
+    e.dedent()
+    e.line("def _nbits(self):")
+    e.indent()
+    vb = T.varbit_field(t)
+    assert vb is not None
+    e.line(f"return {fixed} + self.f_{vb[0]}[1]")
+    e.dedent()
+    e.line("def _bytes(self):")
+    e.indent()
+    e.line("x = 0")
+    for n, ft in t.fields.items():
+        if isinstance(ft, T.VarbitT):
+            e.line(f"v, vw = self.f_{n}")
+            e.line("x = (x << vw) | v")
+            continue
+        w = T.width_of(ft)
+        v = f"self.f_{n}"
+        if ft is T.BOOL:
+            v = f"int({v})"
+        elif isinstance(ft, T.IntT):
+            v = f"({v} & {mask(w)})"
+        e.line(f"x = (x << {w}) | {v}")
+    e.line("return x.to_bytes(self._nbits() // 8, 'big')")
     e.dedent()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import CallInfo, Scope, SizeMethod, Sym
@@ -116,7 +115,17 @@ def _extern_method(
         _check_extract_target(e, bindings.get("T"))
     if is_packet and member.name == "lookahead" and not e.type_args:
         raise err("lookahead needs a type argument: lookahead<T>()", e)
+    if is_packet and member.name == "lookahead" and _has_varbit(bindings.get("T")):
+        raise err("lookahead needs a fixed-size type; this one has a varbit field", e)
     return no_type_vars(resolve_type_in(ck, decl.ret, tparams, bindings, scope))
+
+
+def _has_varbit(t: T.Type | None) -> bool:
+    if isinstance(t, T.VarbitT):
+        return True
+    if isinstance(t, T.StructLikeT):
+        return any(_has_varbit(f) for f in t.fields.values())
+    return False
 
 
 def _check_extract_target(e: ast.Call, bound: T.Type | None) -> None:
@@ -125,12 +134,21 @@ def _check_extract_target(e: ast.Call, bound: T.Type | None) -> None:
         # `extract<H>(_)`: a don't-care argument skips a header of type H
         if not (isinstance(bound, T.StructLikeT) and bound.kind == "header"):
             raise err("extract into '_' needs a header type argument: extract<H>(_)", e.args[0])
-        return
-    if not (isinstance(a.type, T.StructLikeT) and a.type.kind == "header"):
-        raise err("extract needs a header", e.args[0])
-    if len(e.args) == 2:
-        raise UnsupportedError(
-            "two-argument extract (varbit headers) is not supported by this target", e.span
+        ht: T.Type = bound
+    else:
+        if not (isinstance(a.type, T.StructLikeT) and a.type.kind == "header"):
+            raise err("extract needs a header", e.args[0])
+        ht = a.type
+    vb = T.varbit_field(ht)
+    if len(e.args) == 2 and vb is None:
+        raise err(
+            f"two-argument extract needs a header with a varbit field; {ht} has none", e.args[0]
+        )
+    if len(e.args) == 1 and vb is not None:
+        raise err(
+            f"header {ht} has a varbit field ('{vb[0]}'): extract it with its size in bits, "
+            "extract(hdr, bits)",
+            e.args[0],
         )
 
 
@@ -160,9 +178,21 @@ def _stack_method(
 def _size_method(
     ck: Checker, e: ast.Call, ft: T.FuncT, targs: list[T.Type], scope: Scope
 ) -> T.Type:
-    ref = _method_of(e).ref
+    member = _method_of(e)
+    ref = member.ref
     assert isinstance(ref, SizeMethod)
-    w = T.width_of(ref.type)
+    if e.args:
+        raise err(f"'{ref.name}' takes no arguments", e)
+    t = ref.type
+    is_min = ref.name.startswith("min") or ref.name.startswith("size")
+    if isinstance(t, T.StructLikeT) and t.kind == "header" and T.varbit_field(t) is not None:
+        if ref.name.startswith("size"):
+            # the current size: the fixed fields plus the varbit field's current width
+            e.ref = CallInfo(CallKind.SIZE_METHOD, ref.name, args=[None], target=member.expr)
+            return T.BitT(32)
+        w = T.fixed_width(t) if is_min else T.width_of(t)
+    else:
+        w = T.width_of(t)
     value = w if ref.name.endswith("Bits") else (w + 7) // 8
     e.ref = CallInfo(CallKind.SIZE_METHOD, ref.name, args=[value])
     return T.INFINT

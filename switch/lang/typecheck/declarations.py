@@ -62,10 +62,19 @@ def _struct_like(ck: Checker, d: ast.HeaderDecl | ast.StructDecl | ast.HeaderUni
         ft = ck.resolve_type(f.typ, ck.root)
         if kind == "header":
             _check_header_field(f, ft)
+            if isinstance(ft, T.VarbitT) and T.varbit_field(t) is not None:
+                raise err(f"header {d.name} has more than one varbit field", f)
         if kind == "header_union" and not (isinstance(ft, T.StructLikeT) and ft.is_header):
             raise err(f"header union members must be headers, '{f.name}' is {ft}", f)
         t.fields[f.name] = ft
         t.field_annotations[f.name] = f.annotations
+    if kind == "header" and T.varbit_field(t) is not None:
+        if any(isinstance(ft, T.StructLikeT) for ft in t.fields.values()):
+            raise UnsupportedError(
+                f"header {d.name} has a varbit field and a struct field: not supported by "
+                "this target (varbit only in headers of scalar fields)",
+                d.span,
+            )
     if kind == "header":
         w = T.width_of(t)
         if w % 8 != 0:
@@ -84,8 +93,12 @@ def _check_header_field(f: ast.FieldDecl, ft: T.Type) -> None:
         or (isinstance(ft, T.StructLikeT) and ft.kind == "struct")
     ):
         raise err(f"header field '{f.name}' cannot have type {ft}", f)
-    if isinstance(ft, T.VarbitT):
-        raise UnsupportedError("varbit header fields are not supported by this target", f.span)
+    if isinstance(ft, T.StructLikeT) and any(isinstance(x, T.VarbitT) for x in ft.fields.values()):
+        raise UnsupportedError(
+            f"header field '{f.name}' is a struct with a varbit field: not supported by this "
+            "target (a header's varbit field must be one of its own fields)",
+            f.span,
+        )
 
 
 def _enum(ck: Checker, d: ast.EnumDecl) -> None:

@@ -44,6 +44,8 @@ EQ_OPS = ("==", "!=")
 SHIFT_OPS = ("<<", ">>")
 LOGIC_OPS = ("&&", "||")
 SIZE_METHODS = ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes")
+VALUE_SIZE_METHODS = ("sizeInBits", "sizeInBytes")
+"""Sizes of a header value: with a varbit field, its current size (known at run time)."""
 
 
 # -- leaves ------------------------------------------------------------------------------------
@@ -141,7 +143,7 @@ def _member_of_struct(ck: Checker, e: ast.Member, bt: T.StructLikeT) -> T.Type:
             raise err(f"header unions have no '{name}' method", e)
         e.ref = HeaderMethod(name)
         return T.FuncT(CallKind.HEADER_METHOD, bt)
-    if name in SIZE_METHODS:
+    if name in SIZE_METHODS or (bt.kind == "header" and name in VALUE_SIZE_METHODS):
         e.ref = SizeMethod(name, bt)
         return T.FuncT(CallKind.SIZE_METHOD, bt)
     raise err(f"{bt.kind} {bt.name} has no field '{name}'; fields: {', '.join(bt.fields)}", e)

@@ -42,6 +42,8 @@ def _base(ck: Checker, tr: ast.BaseTypeRef, scope: Scope) -> T.Type:
     if tr.width is None:
         if tr.kind == "int":
             return T.INFINT
+        if tr.kind == "bit":
+            return T.BitT(1)  # P4-16: `bit` alone is bit<1>
         raise err(f"{tr.kind} needs a width", tr)
     w = ck.const_int(tr.width, scope, "a type width")
     if w <= 0 and not (tr.kind == "bit" and w == 0):
