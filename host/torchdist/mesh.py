@@ -1,0 +1,418 @@
+"""One rank's MRC connections to every other rank of a process group, and their inboxes.
+
+:func:`open_mesh` is the rendezvous: the rank opens an MRC endpoint (on loopback: one UDP
+socket per plane on ``::1``; on a fabric host: its plane NICs, see :class:`MeshConfig`),
+publishes its ports in the c10d store PyTorch gave the backend, reads every other rank's,
+and connects: the lower rank of each pair opens the connection and says HELLO with the
+group's session nonce (rank 0 draws it and puts it in the store).
+
+:class:`Mesh` then runs one reader thread per connection, which files each message in an
+inbox under (peer, kind, seq, step, piece), and one heartbeat thread, so that a rank that
+vanished is noticed (no message for ``peer_timeout_s``) by whoever waits for it. Every wait
+has a deadline; every failure is a :class:`torch.distributed.DistBackendError` naming the
+rank and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+import torch.distributed as dist
+from torch._C._distributed_c10d import Store
+
+from host.errors import ConnectionClosed, TransportError
+from host.mrc import Connection, Endpoint, MrcConfig, loopback_config
+from host.mrc.emulated import emulated_fabric_config
+from host.network import UdpNetwork
+from host.paths import Ev, RouteTable, fabric_evs, fabric_nics, loopback_evs, loopback_nics
+from host.torchdist.wire import HEADER_BYTES, Header, Kind, WireError, decode_header, encode
+from topologies.model import Fabric, TopologyError
+
+TOPOLOGY_ENV = "TAILFABRIC_TOPOLOGY"
+"""Path of the fabric's ``topology.json``: set (with :data:`HOST_ENV`) on fabric hosts."""
+HOST_ENV = "TAILFABRIC_HOST"
+"""This process's fabric host name (``h1``...)."""
+PEER_TIMEOUT_ENV = "TAILFABRIC_PEER_TIMEOUT_S"
+"""Seconds without a message from a rank before it counts as gone (default 10)."""
+PLANES_ENV = "TAILFABRIC_PLANES"
+"""Loopback only: planes (UDP sockets) per rank (default 2)."""
+
+WAIT_SLICE_S = 0.1
+
+
+def _error(msg: str) -> dist.DistBackendError:
+    return dist.DistBackendError(f"tailfabric: {msg}")
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """Where a rank's endpoint lives and how soon a silent peer counts as gone."""
+
+    topology: str | None = None
+    """``topology.json`` of the fabric the rank runs on; None: loopback."""
+    host: str | None = None
+    """This rank's fabric host (required with ``topology``)."""
+    loopback_planes: int = 2
+    loopback_spines: int = 2
+    """Loopback: EVs per plane (they differ only in the EV id)."""
+    peer_timeout_s: float = 10.0
+    """A rank silent this long (heartbeats every quarter of it) is gone."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> MeshConfig:
+        """The settings of :data:`TOPOLOGY_ENV`, :data:`HOST_ENV`, :data:`PEER_TIMEOUT_ENV`
+        and :data:`PLANES_ENV`.
+
+        Raises:
+            ValueError: a malformed value, or a topology without a host.
+        """
+        e = os.environ if env is None else env
+        topo, host = e.get(TOPOLOGY_ENV) or None, e.get(HOST_ENV) or None
+        if (topo is None) != (host is None):
+            raise ValueError(f"set both {TOPOLOGY_ENV} and {HOST_ENV}, or neither (loopback)")
+        cfg = cls(topology=topo, host=host)
+        try:
+            if PEER_TIMEOUT_ENV in e:
+                cfg = replace(cfg, peer_timeout_s=float(e[PEER_TIMEOUT_ENV]))
+            if PLANES_ENV in e:
+                cfg = replace(cfg, loopback_planes=int(e[PLANES_ENV]))
+        except ValueError:
+            raise ValueError(
+                f"{PEER_TIMEOUT_ENV} must be a number of seconds and {PLANES_ENV} an integer"
+            ) from None
+        if not cfg.peer_timeout_s > 0 or not 1 <= cfg.loopback_planes <= 8:
+            raise ValueError(f"need {PEER_TIMEOUT_ENV} > 0 and {PLANES_ENV} in 1..8")
+        return cfg
+
+
+Key = tuple[int, Kind, int, int, int]  # (peer, kind, seq or tag, step, piece or count)
+
+
+class Mesh:
+    """The connections of rank ``rank`` to every other rank (``conns[peer]``)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        rank: int,
+        world: int,
+        conns: dict[int, Connection],
+        cfg: MeshConfig,
+    ) -> None:
+        self.endpoint = endpoint
+        self.rank, self.world = rank, world
+        self.conns = conns
+        self.cfg = cfg
+        self._cv = threading.Condition()
+        self._inbox: dict[Key, tuple[Header, memoryview]] = {}
+        self._peer_error: dict[int, str] = {}
+        now = time.monotonic()
+        self._last_heard = dict.fromkeys(conns, now)
+        self.aborted: str | None = None  # why the group cannot go on (a rank's ABORT, ...)
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._read, args=(p, c), daemon=True, name=f"tfpg-r{p}")
+            for p, c in conns.items()
+        ]
+        self._threads.append(threading.Thread(target=self._beat, daemon=True, name="tfpg-hb"))
+        for t in self._threads:
+            t.start()
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def send(self, peer: int, header: Header, payload: bytes | memoryview = b"") -> None:
+        """Queue one message to ``peer`` (returns before it is acknowledged).
+
+        Raises:
+            DistBackendError: the connection to ``peer`` has ended.
+        """
+        try:
+            self.conns[peer].send(encode(header, payload))
+        except TransportError as e:
+            raise _error(f"cannot send to rank {peer}: {e}") from None
+
+    def broadcast_control(self, header: Header, payload: bytes = b"") -> None:
+        """``header`` to every peer, ignoring connections that have ended."""
+        for conn in self.conns.values():
+            try:
+                conn.send(encode(replace(header, src=self.rank), payload), timeout=0.5)
+            except TransportError:
+                pass
+
+    # -- receiving -----------------------------------------------------------------------------
+
+    def take(self, key: Key, deadline: float, what: str) -> tuple[Header, memoryview]:
+        """The message filed under ``key``, waiting until ``deadline`` (monotonic).
+
+        Raises:
+            DistBackendError: the deadline passed, the peer is gone or silent, or the group
+                was aborted.
+        """
+        peer = key[0]
+        with self._cv:
+            while True:
+                msg = self._inbox.pop(key, None)
+                if msg is not None:
+                    return msg
+                if self.aborted is not None:
+                    raise _error(f"{what}: {self.aborted}")
+                if peer in self._peer_error:
+                    raise _error(f"{what}: {self._peer_error[peer]}")
+                now = time.monotonic()
+                silent = now - self._last_heard[peer]
+                if silent > self.cfg.peer_timeout_s:
+                    raise _error(
+                        f"{what}: rank {peer} silent for {silent:.1f} s (gone? peer timeout "
+                        f"{self.cfg.peer_timeout_s:g} s)"
+                    )
+                if now >= deadline:
+                    raise _error(f"{what}: timed out waiting for rank {peer}")
+                self._cv.wait(min(WAIT_SLICE_S, deadline - now))
+
+    def abort(self, reason: str) -> None:
+        """Mark the group unusable (waiters raise ``reason``)."""
+        with self._cv:
+            if self.aborted is None:
+                self.aborted = reason
+            self._cv.notify_all()
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def _read(self, peer: int, conn: Connection) -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except ConnectionClosed:
+                self._fail_peer(peer, f"connection to rank {peer} closed")
+                return
+            except TransportError as e:
+                self._fail_peer(peer, f"connection to rank {peer} failed: {e}")
+                return
+            try:
+                h = decode_header(msg)
+                if h.src != peer or h.world != self.world:
+                    raise WireError(
+                        f"says rank {h.src} of {h.world}, expected rank {peer} of {self.world}"
+                    )
+            except WireError as e:
+                self._fail_peer(peer, f"rank {peer} sent a malformed message: {e}")
+                return
+            self._file(peer, h, memoryview(msg)[HEADER_BYTES:])
+
+    def _file(self, peer: int, h: Header, payload: memoryview) -> None:
+        with self._cv:
+            self._last_heard[peer] = time.monotonic()
+            if h.kind in (Kind.COLLECTIVE, Kind.P2P):
+                self._inbox[(peer, h.kind, h.seq, h.step, h.piece)] = (h, payload)
+            elif h.kind is Kind.ABORT:
+                reason = bytes(payload).decode("utf-8", "replace")[:500]
+                if self.aborted is None:
+                    self.aborted = f"rank {peer} aborted collective #{h.seq}: {reason}"
+            elif h.kind is Kind.BYE:
+                self._peer_error.setdefault(peer, f"rank {peer} shut its process group down")
+            self._cv.notify_all()
+
+    def _fail_peer(self, peer: int, why: str) -> None:
+        with self._cv:
+            if not self._closing:
+                self._peer_error.setdefault(peer, why)
+            self._cv.notify_all()
+
+    def _beat(self) -> None:
+        beat = encode(Header(Kind.HEARTBEAT, self.rank, self.world))
+        interval = self.cfg.peer_timeout_s / 4
+        while not self._closing:
+            for conn in list(self.conns.values()):
+                try:
+                    conn.send(beat, timeout=interval)
+                except TransportError:
+                    pass
+            with self._cv:
+                self._cv.wait_for(lambda: self._closing, interval)
+
+    def close(self, linger_s: float = 0.5) -> None:
+        """Say BYE to every peer, close the connections and the endpoint (idempotent)."""
+        with self._cv:
+            if self._closing:
+                return
+            self._closing = True
+            self._cv.notify_all()
+        bye = encode(Header(Kind.BYE, self.rank, self.world))
+        handles = []
+        for conn in self.conns.values():
+            try:
+                handles.append(conn.send(bye, timeout=0.1))
+            except TransportError:
+                pass
+        deadline = time.monotonic() + linger_s
+        for h in handles:
+            try:
+                h.wait(max(0.0, deadline - time.monotonic()))
+            except TransportError:
+                pass
+        for conn in self.conns.values():
+            conn.close()
+        self.endpoint.close()
+
+
+# -- rendezvous ------------------------------------------------------------------------------
+
+
+def _addr_key(rank: int) -> str:
+    return f"tailfabric/addr/{rank}"
+
+
+SESSION_KEY = "tailfabric/session"
+
+
+def _wait_keys(store: Store, keys: list[str], timeout_s: float, what: str) -> None:
+    try:
+        store.wait(keys, timedelta(seconds=timeout_s))
+    except Exception as e:  # the store's own timeout or connection error
+        missing = [k for k in keys if not _check(store, k)]
+        raise _error(f"{what}: {', '.join(missing) or e} missing after {timeout_s:g} s") from None
+
+
+def _check(store: Store, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except Exception:
+        return False
+
+
+def _loopback(cfg: MeshConfig, rank: int) -> tuple[UdpNetwork, MrcConfig, dict[str, object]]:
+    net = UdpNetwork(loopback_nics(cfg.loopback_planes))
+    return net, loopback_config(dead_peer_timeout_s=cfg.peer_timeout_s), {"ports": net.ports}
+
+
+def _fabric_routes(
+    fabric: Fabric, me: str, rank: int, addrs: dict[int, dict[str, object]]
+) -> RouteTable:
+    table = RouteTable()
+    owner: dict[str, int] = {}
+    for peer, a in addrs.items():
+        host = str(a.get("host"))
+        if host in owner:
+            raise _error(f"ranks {owner[host]} and {peer} both run on host {host}: one per host")
+        owner[host] = peer
+        if peer == rank:
+            continue
+        ports = [int(p) for p in a["ports"]]  # type: ignore[attr-defined]
+        evs = fabric_evs(fabric, me, host)
+        table.add(peer, [_with_port(ev, ports[ev.plane]) for ev in evs])
+    return table
+
+
+def _with_port(ev: Ev, port: int) -> Ev:
+    return replace(ev, dest=(ev.dest[0], port))
+
+
+def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshConfig) -> Mesh:
+    """Rendezvous through ``store`` and connect to every other rank.
+
+    Raises:
+        DistBackendError: a rank did not publish its address or connect within ``timeout_s``,
+            a socket cannot be bound, or the topology does not know this host.
+    """
+    if world > 0xFFFF or not 0 <= rank < world:
+        raise _error(f"rank {rank} of a world of {world}")
+    deadline = time.monotonic() + timeout_s
+    fabric: Fabric | None = None
+    try:
+        if cfg.topology is not None:
+            assert cfg.host is not None
+            fabric = Fabric.load(cfg.topology)
+            net = UdpNetwork(fabric_nics(fabric, cfg.host, port=0), ecn=True)
+            mrc = replace(
+                emulated_fabric_config(fabric.spec.link_mbps),
+                dead_peer_timeout_s=cfg.peer_timeout_s,
+            )
+            mine: dict[str, object] = {"host": cfg.host, "ports": net.ports}
+        else:
+            net, mrc, mine = _loopback(cfg, rank)
+    except (OSError, KeyError, TopologyError, TransportError) as e:
+        raise _error(f"rank {rank}: cannot open the endpoint: {e}") from None
+    ep: Endpoint | None = None
+    try:
+        ep = Endpoint(net, rank, RouteTable(), mrc)
+        if rank == 0:
+            store.set(SESSION_KEY, secrets.token_hex(16))
+        store.set(_addr_key(rank), json.dumps(mine))
+        keys = [_addr_key(r) for r in range(world)]
+        _wait_keys(store, keys + [SESSION_KEY], timeout_s, f"rank {rank}: rendezvous")
+        nonce = bytes.fromhex(store.get(SESSION_KEY).decode())
+        addrs = {r: _parse_addr(store.get(_addr_key(r)), r) for r in range(world)}
+        if fabric is not None:
+            assert cfg.host is not None
+            try:
+                ep.routes = _fabric_routes(fabric, cfg.host, rank, addrs)
+            except (KeyError, TopologyError, TransportError) as e:
+                raise _error(f"rank {rank}: no routes: {e}") from None
+        else:
+            for peer, a in addrs.items():
+                if peer != rank:
+                    ports = [int(p) for p in a["ports"]]  # type: ignore[attr-defined]
+                    ep.routes.add(peer, loopback_evs(ports, cfg.loopback_spines))
+        conns = _connect(ep, rank, world, nonce, deadline)
+    except BaseException:
+        if ep is not None:
+            ep.close()
+        else:
+            net.close()
+        raise
+    return Mesh(ep, rank, world, conns, cfg)
+
+
+def _parse_addr(raw: bytes, rank: int) -> dict[str, object]:
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or not all(
+            isinstance(p, int) and 0 < p < 65536 for p in doc["ports"]
+        ):
+            raise ValueError("ports")
+    except (ValueError, KeyError, TypeError):
+        raise _error(f"rank {rank}'s address in the store is malformed: {raw[:80]!r}") from None
+    return doc
+
+
+def _connect(
+    ep: Endpoint, rank: int, world: int, nonce: bytes, deadline: float
+) -> dict[int, Connection]:
+    """Open connections to the higher ranks, accept those of the lower ones."""
+    conns: dict[int, Connection] = {}
+    hello = encode(Header(Kind.HELLO, rank, world), nonce)
+    try:
+        for peer in range(rank + 1, world):
+            conn = ep.connect(peer)
+            conn.send(hello)
+            conns[peer] = conn
+        while len(conns) < world - 1:
+            missing = sorted(set(range(rank)) - set(conns))
+            left = deadline - time.monotonic()
+            try:
+                conn = ep.accept(timeout=max(0.0, left))
+                msg = conn.recv(timeout=max(0.1, deadline - time.monotonic()))
+                h = decode_header(msg)
+            except TransportError:
+                raise _error(
+                    f"rank {rank}: ranks {missing} did not connect within the timeout"
+                ) from None
+            except WireError:
+                conn.close()
+                continue
+            ok = h.kind is Kind.HELLO and h.src == conn.peer and msg[HEADER_BYTES:] == nonce
+            if not ok or conn.peer not in missing:
+                conn.close()  # a stale or foreign connection
+                continue
+            conns[conn.peer] = conn
+    except BaseException:
+        for c in conns.values():
+            c.close()
+        raise
+    return conns
