@@ -19,7 +19,7 @@ frames, sent to port 511 on purpose).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from google.protobuf import json_format, struct_pb2
 from google.rpc import code_pb2
@@ -109,6 +109,16 @@ def decode_drops(entities: Iterable[p4runtime_pb2.Entity]) -> tuple[TargetDrop, 
 
 
 @dataclass(frozen=True)
+class PortPackets:
+    """One port's packets, as the target counts them."""
+
+    port: int
+    in_pkts: int  # arrived (kernel receive-ring overruns included)
+    rx_pkts: int  # of them, read from the ring
+    tx_pkts: int  # sent
+
+
+@dataclass(frozen=True)
 class PacketTotals:
     """Packets into and out of one switch, as its target counts them."""
 
@@ -116,6 +126,7 @@ class PacketTotals:
     out_pkts: int  # sent by its ports + PacketIns
     queued_pkts: int  # still in its queues
     copies_pkts: int = 0  # of in_pkts: clones and multicast replicas the switch made
+    ports: tuple[PortPackets, ...] = field(default=(), compare=False)  # when counted per port
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,10 @@ def decode_packets(entities: Iterable[p4runtime_pb2.Entity]) -> PacketTotals | N
         sent + n(switch, "to_cpu_pkts"),
         n(switch, "queued_pkts"),
         copies,
+        tuple(
+            PortPackets(n(p, "port"), n(p, "in_pkts"), n(p, "rx_pkts"), n(p, "tx_pkts"))
+            for p in sorted(ports, key=lambda p: n(p, "port"))
+        ),
     )
 
 
