@@ -323,6 +323,38 @@ class Exit(Stmt):
 
 
 @dataclass(eq=False)
+class For(Stmt):
+    """``for (init; cond; update) body``; a missing condition is true."""
+
+    init: list[Stmt]
+    cond: Expr | None
+    update: list[Stmt]
+    body: Stmt
+    annotations: list[Annotation] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ForIn(Stmt):
+    """``for (T x in collection) body``: ``collection`` is a :class:`Range` (both ends
+    included) or a header stack (each element in turn, copied into ``x``)."""
+
+    var: VarDecl
+    collection: Expr
+    body: Stmt
+    annotations: list[Annotation] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(eq=False)
 class Return(Stmt):
     value: Expr | None = None
 

@@ -97,9 +97,9 @@ class Parser:
             "return": self._parse_return,
             "switch": lambda anns: self.parse_switch(),
             "const": self._parse_const_stmt,
-            "for": self._parse_unsupported_stmt,
-            "break": self._parse_unsupported_stmt,
-            "continue": self._parse_unsupported_stmt,
+            "for": self._parse_for,
+            "break": self._parse_break,
+            "continue": self._parse_continue,
         }
 
     # -- token helpers -------------------------------------------------------------------
@@ -875,8 +875,13 @@ class Parser:
 
     def parse_statement(self) -> ast.Stmt:
         anns = self.parse_annotations()
+        return self._parse_simple_statement(anns, ";")
+
+    def _parse_simple_statement(self, anns: list[ast.Annotation], end: str | None) -> ast.Stmt:
+        """A statement; a declaration, assignment or call ends with ``end`` (consumed), or,
+        with ``end`` None, at whatever follows it (the parts of a ``for`` header)."""
         t = self.tok
-        if t.kind is Tok.OP:
+        if t.kind is Tok.OP and end is not None:
             if t.text == "{":
                 return self.parse_block()
             if t.text == ";":
@@ -884,7 +889,7 @@ class Parser:
                 return ast.Empty(span=t.span)
         if t.kind is Tok.IDENT:
             keyword_parser = self.statement_parsers.get(t.text)
-            if keyword_parser is not None:
+            if keyword_parser is not None and end is not None:
                 return keyword_parser(anns)
             nxt = self.peek()
             if (
@@ -900,19 +905,19 @@ class Parser:
                 init = None
                 if self.accept("="):
                     init = self.parse_expression()
-                self.expect(";")
+                self._end(end)
                 return ast.VarDecl(typ, name.text, init, anns, span=name.span)
         # assignment or call
         lhs = self.parse_expression()
         if self.at_op("="):
             self.advance()
             rhs = self.parse_expression()
-            self.expect(";")
+            self._end(end)
             return ast.Assign(lhs, rhs, span=lhs.span)
         if self.tok.kind is Tok.OP and self.tok.text in COMPOUND_ASSIGN:
             op = COMPOUND_ASSIGN[self.advance().text]
             rhs = self.parse_expression()
-            self.expect(";")
+            self._end(end)
             return ast.Assign(lhs, ast.Binary(op, lhs, rhs, span=lhs.span), span=lhs.span)
         if (
             self.at_op(">")
@@ -922,14 +927,14 @@ class Parser:
             self.advance()
             self.advance()
             rhs = self.parse_expression()
-            self.expect(";")
+            self._end(end)
             return ast.Assign(lhs, ast.Binary(">>", lhs, rhs, span=lhs.span), span=lhs.span)
         if isinstance(lhs, ast.Call):
-            self.expect(";")
+            self._end(end)
             return ast.CallStmt(lhs, span=lhs.span)
         raise self.error(
             f"expected '=' or ';' after expression, found {self.describe(self.tok)}"
-            if not self.at_op(";")
+            if end is None or not self.at_op(";")
             else "expression statement has no effect: only assignments and calls are statements",
         )
 
@@ -943,6 +948,69 @@ class Parser:
         if self.accept("else"):
             other = self.parse_statement()
         return ast.If(cond, then, other, span=t.span)
+
+    def _end(self, end: str | None) -> None:
+        if end is not None:
+            self.expect(end)
+
+    def _parse_for(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        """``for (init; cond; update) body`` or ``for (T x in collection) body`` (P4-16
+        1.2.4): init and update are comma-separated declarations, assignments or calls; the
+        collection is a range ``a .. b`` or a header stack."""
+        t = self.expect("for")
+        self.expect("(")
+        inner = self.parse_annotations()
+        if self.starts_type() and self._is_for_in():
+            typ = self.parse_type()
+            name = self.ident("loop variable name")
+            self.expect("in")
+            coll = self.parse_expression()
+            if self.accept(".."):
+                hi = self.parse_expression()
+                coll = ast.Range(coll, hi, span=coll.span)
+            self.expect(")")
+            var = ast.VarDecl(typ, name.text, None, inner, span=name.span)
+            body = self.parse_statement()
+            return ast.ForIn(var, coll, body, anns, span=t.span)
+        init: list[ast.Stmt] = []
+        while not self.at_op(";"):
+            init.append(self._parse_simple_statement(inner if not init else [], None))
+            if not self.accept(","):
+                break
+        self.expect(";", "after the initialisations of a for loop")
+        cond = None if self.at_op(";") else self.parse_expression()
+        self.expect(";", "after the condition of a for loop")
+        update: list[ast.Stmt] = []
+        while not self.at_op(")"):
+            update.append(self._parse_simple_statement([], None))
+            if not self.accept(","):
+                break
+        self.expect(")", "closing the header of a for loop")
+        body = self.parse_statement()
+        return ast.For(init, cond, update, body, anns, span=t.span)
+
+    def _is_for_in(self) -> bool:
+        """At a type in a for header: is this ``T name in ...``?"""
+        saved = self.pos
+        self.speculating += 1
+        try:
+            self.parse_type()
+            return self.tok.kind is Tok.IDENT and self.peek().text == "in"
+        except (_Backtrack, ParseError):
+            return False
+        finally:
+            self.speculating -= 1
+            self.pos = saved
+
+    def _parse_break(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.expect("break")
+        self.expect(";")
+        return ast.Break(span=t.span)
+
+    def _parse_continue(self, anns: list[ast.Annotation]) -> ast.Stmt:
+        t = self.expect("continue")
+        self.expect(";")
+        return ast.Continue(span=t.span)
 
     def _parse_exit(self, anns: list[ast.Annotation]) -> ast.Stmt:
         t = self.expect("exit")
@@ -961,10 +1029,6 @@ class Parser:
         c = self.parse_const_decl()
         c.annotations = anns
         return c
-
-    def _parse_unsupported_stmt(self, anns: list[ast.Annotation]) -> ast.Stmt:
-        t = self.tok
-        raise ParseError(f"'{t.text}' statements are not supported by this target", t.span)
 
     def _is_declaration(self) -> bool:
         """At a type name: is this 'Type name ...' (a declaration) rather than an expression?"""

@@ -104,7 +104,12 @@ def _prog(ingress_body: str, decls: str = "") -> str:
             "unknown action 'nope'",
         ),
         ("apply { h.h.setValid(1); }", "takes no arguments"),
-        ("apply { for (;;) {} }", "not supported"),
+        ("apply { break; }", "'break' outside a for loop"),
+        ("apply { if (true) { continue; } }", "'continue' outside a for loop"),
+        ("apply { for (bit<8> i in h.h) {} }", "a range (a .. b) or a header stack"),
+        ("apply { for (bool i in 1 .. 2) {} }", "needs a bit<W> or int<W> variable"),
+        ("apply { for (bit<8> i = 0; i < 2; bit<8> j = 1) {} }", "cannot declare"),
+        ("apply { for (bit<8> i = 0; i; i = i + 1) {} }", "for condition"),
     ],
 )
 def test_type_errors_are_reported(body: str, message: str) -> None:

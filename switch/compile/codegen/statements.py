@@ -99,6 +99,62 @@ def _switch(gen: CodeGen, s: ast.Switch, out: Emitter) -> None:
         first = False
 
 
+def _for(gen: CodeGen, s: ast.For, out: Emitter) -> None:
+    # init; then `while True` whose first step (skipped on the first pass) is the update, so
+    # that `continue` (Python's, to the top of the loop) runs the update as P4 says
+    gen.g_block(list(s.init), out)
+    again = gen.tmp("again") if s.update else None
+    if again is not None:
+        out.line(f"{again} = False")
+    out.line("while True:")
+    out.indent()
+    if again is not None:
+        out.line(f"if {again}:")
+        out.indent()
+        gen.g_block(list(s.update), out)
+        out.dedent()
+        out.line(f"{again} = True")
+    if s.cond is not None:
+        c = gen.g_expr(s.cond)
+        gen.flush(out)
+        out.line(f"if not {c}: break")
+    gen.g_block([s.body], out)
+    out.dedent()
+
+
+def _for_in(gen: CodeGen, s: ast.ForIn, out: Emitter) -> None:
+    name = gen.var_name(s.var.sym)
+    coll = s.collection
+    if isinstance(coll, ast.Range):
+        # both bounds are evaluated once, before the first iteration
+        lo, hi = gen.tmp("lo"), gen.tmp("hi")
+        lv = gen.g_expr(coll.lo)
+        gen.flush(out)
+        out.line(f"{lo} = {lv}")
+        hv = gen.g_expr(coll.hi)
+        gen.flush(out)
+        out.line(f"{hi} = {hv}")
+        out.line(f"for {name} in range({lo}, {hi} + 1):")
+        out.indent()
+    else:
+        v = gen.g_expr(coll)
+        gen.flush(out)
+        item = gen.tmp("it")
+        out.line(f"for {item} in {v}.items:")
+        out.indent()
+        out.line(f"{name} = {item}.copy()")  # the loop variable is a copy of the element
+    gen.g_block([s.body], out)
+    out.dedent()
+
+
+def _break(gen: CodeGen, s: ast.Break, out: Emitter) -> None:
+    out.line("break")
+
+
+def _continue(gen: CodeGen, s: ast.Continue, out: Emitter) -> None:
+    out.line("continue")
+
+
 def _exit(gen: CodeGen, s: ast.Exit, out: Emitter) -> None:
     out.line("raise _ExitSignal()")
 
@@ -147,6 +203,10 @@ STATEMENTS: dict[type[ast.Stmt], StmtRule] = {
     ast.Switch: _switch,
     ast.Exit: _exit,
     ast.Return: _return,
+    ast.For: _for,
+    ast.ForIn: _for_in,
+    ast.Break: _break,
+    ast.Continue: _continue,
     ast.VarDecl: _variable,
     ast.ConstDecl: _nothing,  # constants are folded where they are used
     ast.Empty: _nothing,

@@ -55,6 +55,7 @@ class Checker:
         self.types: dict[str, T.Type] = {}
         self.ret_stack: list[T.Type | None] = []  # return type of the enclosing body
         self.context_stack: list[Context] = []
+        self.loop_depth = 0  # for loops around the statement being checked (break/continue)
 
     def check(self, program: ast.Program) -> CheckedProgram:
         for decl in program.decls:
@@ -86,11 +87,13 @@ class Checker:
         """Check a body of kind ``context`` whose ``return`` gives a ``ret`` (None: no value)."""
         self.context_stack.append(context)
         self.ret_stack.append(ret)
+        loops, self.loop_depth = self.loop_depth, 0
         try:
             yield
         finally:
             self.context_stack.pop()
             self.ret_stack.pop()
+            self.loop_depth = loops
 
     # -- dispatch ----------------------------------------------------------------------------
 

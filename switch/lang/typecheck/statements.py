@@ -83,6 +83,56 @@ def _action_label(label: ast.Expr, st: T.ActionRunT) -> str:
     return label.name
 
 
+def _for(ck: Checker, s: ast.For, scope: Scope) -> None:
+    lscope = Scope(scope)  # the loop's own variables
+    for st in s.init:
+        ck.check_stmt(st, lscope)
+    if s.cond is not None:
+        ck.check_expr(s.cond, lscope, T.BOOL)
+        coerce(ck, s.cond, T.BOOL, "for condition")
+    for st in s.update:
+        if isinstance(st, (ast.VarDecl, ast.ConstDecl)):
+            raise err("the update part of a for loop cannot declare a variable", st)
+        ck.check_stmt(st, lscope)
+    _loop_body(ck, s.body, lscope)
+
+
+def _for_in(ck: Checker, s: ast.ForIn, scope: Scope) -> None:
+    lscope = Scope(scope)
+    vt = ck.resolve_type(s.var.typ, scope)
+    coll = s.collection
+    if isinstance(coll, ast.Range):
+        if not T.is_fixed(vt):
+            raise err(f"a for loop over a range needs a bit<W> or int<W> variable, not {vt}", s.var)
+        for end in (coll.lo, coll.hi):
+            ck.check_expr(end, scope, vt)
+            coerce(ck, end, vt, "range bound")
+    else:
+        ct = ck.check_expr(coll, scope)
+        if not isinstance(ct, T.StackT):
+            raise err(
+                f"a for loop can iterate over a range (a .. b) or a header stack, not {ct}", coll
+            )
+        if not T.same_type(ct.elem, vt) and not (isinstance(vt, T.StructLikeT) and vt is ct.elem):
+            raise err(f"loop variable of type {vt} over a stack of {ct.elem}", s.var)
+    ck.check_local(s.var, lscope, "local")
+    _loop_body(ck, s.body, lscope)
+
+
+def _loop_body(ck: Checker, body: ast.Stmt, scope: Scope) -> None:
+    ck.loop_depth += 1
+    try:
+        ck.check_stmt(body, Scope(scope))
+    finally:
+        ck.loop_depth -= 1
+
+
+def _break(ck: Checker, s: ast.Break | ast.Continue, scope: Scope) -> None:
+    if ck.loop_depth == 0:
+        word = "break" if isinstance(s, ast.Break) else "continue"
+        raise err(f"'{word}' outside a for loop", s)
+
+
 def _exit(ck: Checker, s: ast.Exit, scope: Scope) -> None:
     if ck.context in (Context.PARSER, Context.FUNCTION):
         raise err("'exit' is not allowed here", s)
@@ -117,6 +167,10 @@ STATEMENTS: dict[type[ast.Stmt], StmtRule] = {
     ast.Switch: _switch,
     ast.Exit: _exit,
     ast.Return: _return,
+    ast.For: _for,
+    ast.ForIn: _for_in,
+    ast.Break: _break,
+    ast.Continue: _break,
     ast.VarDecl: _declaration,
     ast.ConstDecl: _declaration,
     ast.Empty: _empty,
