@@ -28,19 +28,28 @@ def _any(ck: Checker, ks: ast.Default | ast.DontCare, kt: T.Type, scope: Scope) 
 
 
 def _mask(ck: Checker, ks: ast.Mask, kt: T.Type, scope: Scope) -> None:
-    ck.check_expr(ks.value, scope, kt)
-    coerce(ck, ks.value, kt, "keyset value")
-    ck.check_expr(ks.mask, scope, kt)
-    coerce(ck, ks.mask, kt, "keyset mask")
+    _bits_of_key(ck, ks.value, kt, scope, "keyset value")
+    _bits_of_key(ck, ks.mask, kt, scope, "keyset mask")
     ks.type = kt
 
 
 def _range(ck: Checker, ks: ast.Range, kt: T.Type, scope: Scope) -> None:
-    ck.check_expr(ks.lo, scope, kt)
-    coerce(ck, ks.lo, kt, "range bound")
-    ck.check_expr(ks.hi, scope, kt)
-    coerce(ck, ks.hi, kt, "range bound")
+    _bits_of_key(ck, ks.lo, kt, scope, "range bound")
+    _bits_of_key(ck, ks.hi, kt, scope, "range bound")
     ks.type = kt
+
+
+def _bits_of_key(ck: Checker, e: ast.Expr, kt: T.Type, scope: Scope, what: str) -> None:
+    """A value, mask or bound for a key of type ``kt``. For a serializable enum key, a member
+    of the enum or a value of its underlying type (``E.A &&& 0xff00``, as p4c accepts): the
+    match is on the bits."""
+    t = ck.check_expr(e, scope, kt)
+    if isinstance(kt, T.EnumT) and kt.underlying is not None and t is not kt:
+        if isinstance(t, T.EnumT):
+            raise err(f"{what}: a member of {t.name} for a key of type {kt.name}", e)
+        coerce(ck, e, kt.underlying, what)
+        return
+    coerce(ck, e, kt, what)
 
 
 def _value(ck: Checker, ks: ast.Expr, kt: T.Type, scope: Scope) -> None:
