@@ -1,0 +1,1326 @@
+"""C code generation: the elaborated program becomes one C translation unit.
+
+The generated C runs a packet exactly as :meth:`switch.pipeline.v1model.V1Switch.process` does
+for the constructs it supports; anything else raises :class:`Unsupported` with the reason, and
+the caller keeps the Python executor. Conventions:
+
+- Every scalar value is computed as ``u128`` (``unsigned __int128``) and kept within its P4
+  width; fields are stored as ``uint64_t`` (up to 64 bits) or ``u128``. ``int<W>``, ``varbit``,
+  header unions, tuples and fields wider than 128 bits are not supported.
+- Headers are C structs with ``valid`` and ``f_<name>`` fields; stacks are ``{s[N], next}``.
+  ``hdr``, user metadata and ``standard_metadata`` live in the switch context ``X``, as do
+  control- and parser-level variables (actions reach them); other variables are C locals.
+- Tables call :c:func:`table_apply` of the hand-written runtime
+  (:mod:`switch.native.runtime_c`) and dispatch the action by its index in the table's list;
+  ``exit`` sets ``X->exited`` and returns, and callers return when it is set.
+- Registers (up to 64 bits, unsigned) and counters use arrays shared with the Python objects of
+  :class:`switch.pipeline.state.SwitchState` (bound by :mod:`switch.native.executor`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from switch.compile import CompiledProgram
+from switch.compile.elaborate import BlockInst, ExternInst, TableInst
+from switch.compile.widths import target_width
+from switch.lang import ast, constfold
+from switch.lang import types as T
+from switch.lang.symbols import (
+    EnumMember,
+    ErrorMember,
+    StackProperty,
+    StackSize,
+    Sym,
+)
+from switch.native.runtime_c import DRIVER, RUNTIME
+from switch.schema import MatchKind
+
+DROP_PORT = 511
+ROLES = ("parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser")
+
+
+class Unsupported(Exception):
+    """A construct the C generator does not translate (the message says which, and where)."""
+
+
+@dataclass
+class NativeTable:
+    """What the Python loader needs to fill one table of the generated code."""
+
+    index: int
+    fqname: str
+    actions: dict[str, int]  # fully qualified action name -> index in the C dispatch
+    kinds: tuple[MatchKind, ...]  # match keys (selector keys excluded)
+    widths: tuple[int, ...]
+    nargs: int
+    selector: bool
+
+
+@dataclass
+class NativeProgram:
+    """The generated C source and the layout the executor binds to it."""
+
+    source: str
+    tables: list[NativeTable]
+    externs: list[tuple[str, str, int]]  # (kind 'counter' | 'register', fq name, size)
+    digests: list[tuple[str, int]]  # (digest name, number of fields)
+    digest_stride: int  # uint64 words per digest record: index + (hi, lo) per field
+    max_header_bytes: int
+
+
+@dataclass
+class _Fn:
+    """The function being generated."""
+
+    kind: str  # 'parser' | 'control' | 'action' | 'table' | 'deparser'
+    role: str = ""
+
+
+def _lit(v: int) -> str:
+    if v < 0:
+        raise Unsupported(f"negative constant {v}")
+    if v >> 128:
+        raise Unsupported(f"constant {v:#x} wider than 128 bits")
+    if v >> 64:
+        return f"U128({v >> 64:#x}ull, {v & ((1 << 64) - 1):#x}ull)"
+    return f"((u128){v:#x}ull)"
+
+
+def _mask(w: int) -> str:
+    return _lit((1 << w) - 1)
+
+
+def _where(node: Any) -> str:
+    span = getattr(node, "span", None)
+    if span is None:
+        return ""
+    line = getattr(span, "line", None)
+    return f" (line {line})" if line else ""
+
+
+def _scalar_width(t: T.Type | None, what: str = "value") -> int:
+    if t is T.BOOL:
+        return 1
+    if isinstance(t, T.BitT):
+        w = t.width
+    elif t is T.ERROR:
+        w = target_width(t)
+    elif isinstance(t, T.EnumT):
+        if isinstance(t.underlying, T.IntT):
+            raise Unsupported(f"signed enum {t.name}")
+        w = target_width(t)
+    elif isinstance(t, T.IntT):
+        raise Unsupported(f"signed {what} of type {t}")
+    else:
+        raise Unsupported(f"{what} of type {t}")
+    if w > 128:
+        raise Unsupported(f"{what} of {w} bits (at most 128)")
+    return w
+
+
+def _ctype_scalar(t: T.Type | None) -> str:
+    return "u128" if _scalar_width(t) > 64 else "u64"
+
+
+class CGen:
+    """Generates the C translation unit of one compiled program."""
+
+    def __init__(self, program: CompiledProgram) -> None:
+        self.program = program
+        self.elab = program.elaborated
+        self.errors = self.elab.checked.errors
+        self.types: dict[int | tuple[int, int], str] = {}
+        self.type_defs: list[str] = []
+        self.codecs: list[str] = []
+        self.vars: dict[int, str] = {}
+        self.ctx_fields: list[str] = []
+        self.protos: list[str] = []
+        self.funcs: list[str] = []
+        self.tables: list[NativeTable] = []
+        self.table_ids: dict[int, int] = {}  # id(TableInst) -> index
+        self.table_defs: list[str] = []
+        self.table_inits: list[str] = []
+        self.externs: list[tuple[str, str, int]] = []
+        self.extern_ids: dict[str, int] = {}
+        self.digests: list[tuple[str, int]] = []
+        self.digest_ids: dict[str, int] = {}
+        self.digest_readers: list[str] = []
+        self.actions: dict[tuple[int, str], str] = {}
+        self.action_exits: dict[int, bool] = {}
+        self.inst: BlockInst | None = None
+        self.fn = _Fn("control")
+        self.n = 0
+        self.out: list[str] = []
+        self.ind = 0
+        self.scratch: dict[str, str] = {}  # header C type -> X field for out-of-range indexes
+        ing = self.elab.blocks["ingress"].decl
+        self.hdr_type = ing.params[0].sym.type
+        self.meta_type = ing.params[1].sym.type
+        self.sm_type = ing.params[2].sym.type
+        self.max_fields = 1
+
+    # -- small helpers ---------------------------------------------------------------------
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def line(self, s: str) -> None:
+        self.out.append("    " * self.ind + s)
+
+    def err(self, name: str) -> int:
+        return int(self.errors.get(name, 0))
+
+    # -- types -----------------------------------------------------------------------------
+
+    def ctype(self, t: T.Type | None) -> str:
+        if isinstance(t, T.StackT):
+            key: int | tuple[int, int] = (id(t.elem), t.size)
+            if key not in self.types:
+                el = self.ctype(t.elem)
+                name = f"K{len(self.types)}"
+                self.types[key] = name
+                self.type_defs.append(
+                    f"typedef struct {{ {el} s[{t.size}]; uint32_t next; }} {name};"
+                )
+                self.codecs.append(
+                    f"static inline {el} *at_{name}({name} *k, u128 i, {el} *scr) {{\n"
+                    f"    if (i < {t.size}) return &k->s[(int)i];\n"
+                    f"    memset(scr, 0, sizeof *scr);\n    return scr;\n}}"
+                )
+            return self.types[key]
+        if isinstance(t, T.StructLikeT):
+            if t.kind == "header_union":
+                raise Unsupported(f"header union {t.name}")
+            if id(t) not in self.types:
+                fields = []
+                for n, ft in t.fields.items():
+                    if isinstance(ft, (T.StructLikeT, T.StackT)):
+                        fields.append(f"{self.ctype(ft)} f_{n};")
+                    else:
+                        if isinstance(ft, T.VarbitT):
+                            raise Unsupported(f"varbit field {t.name}.{n}")
+                        fields.append(f"{_ctype_scalar(ft)} f_{n};")
+                name = ("H" if t.kind == "header" else "S") + str(len(self.types))
+                self.types[id(t)] = name
+                valid = "u8 valid; " if t.kind == "header" else ""
+                body = valid + " ".join(fields) if fields or valid else "u8 unused_;"
+                self.type_defs.append(f"typedef struct {{ {body} }} {name};")
+                if t.kind == "header":
+                    self._codec(name, t)
+            return self.types[id(t)]
+        return _ctype_scalar(t)
+
+    def _codec(self, name: str, t: T.StructLikeT) -> None:
+        total = T.width_of(t)
+        if total % 8:
+            raise Unsupported(f"header {t.name} of {total} bits (not whole bytes)")
+        ext, emit = [], []
+        off = 0
+        for n, ft in t.fields.items():
+            w = _scalar_width(ft, f"field {t.name}.{n}")
+            if w > 120 and (off % 8 or w % 8):
+                raise Unsupported(f"unaligned {w}-bit field {t.name}.{n}")
+            ext.append(f"    h->f_{n} = getbits(p, {off}, {w});")
+            emit.append(f"    putbits(p, {off}, {w}, h->f_{n});")
+            off += w
+        nb = total // 8
+        self.codecs.append(
+            f"static inline void ext_{name}({name} *h, const u8 *p) {{\n"
+            + "\n".join(ext)
+            + "\n    h->valid = 1;\n}\n"
+            + f"static inline void emit_{name}(const {name} *h, u8 *p) {{\n"
+            + f"    memset(p, 0, {nb});\n"
+            + "\n".join(emit)
+            + "\n}"
+        )
+
+    @staticmethod
+    def header_bytes(t: T.Type | None) -> int:
+        if isinstance(t, T.StackT):
+            return t.size * CGen.header_bytes(t.elem)
+        if isinstance(t, T.StructLikeT):
+            if t.kind == "header":
+                return T.width_of(t) // 8
+            return sum(CGen.header_bytes(ft) for ft in t.fields.values())
+        return 0
+
+    # -- variables -------------------------------------------------------------------------
+
+    def ctx_var(self, sym: Sym) -> str:
+        name = self.fresh("L")
+        self.ctx_fields.append(f"{self.ctype(sym.type)} {name};")
+        self.vars[id(sym)] = f"X->{name}"
+        return f"X->{name}"
+
+    def var(self, sym: Sym, node: Any) -> str:
+        v = self.vars.get(id(sym))
+        if v is None:
+            raise Unsupported(f"variable '{sym.name}' is not reachable here{_where(node)}")
+        return v
+
+    def bind_params(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        for p in decl.params:
+            sym = p.sym
+            t = sym.type
+            if isinstance(t, T.ExternT):
+                continue
+            if t is self.hdr_type:
+                self.vars[id(sym)] = "X->hdr"
+            elif t is self.meta_type:
+                self.vars[id(sym)] = "X->meta"
+            elif t is self.sm_type:
+                self.vars[id(sym)] = "X->sm"
+            else:
+                raise Unsupported(f"parameter '{p.name}' of block {decl.name}")
+
+    def extern_inst(self, sym: Sym, node: Any) -> ExternInst:
+        decl = sym.decl
+        if self.inst is not None and id(decl) in self.inst.externs:
+            return self.inst.externs[id(decl)]
+        if id(decl) in self.elab.global_externs:
+            return self.elab.global_externs[id(decl)]
+        raise Unsupported(f"extern instance '{sym.name}'{_where(node)}")
+
+    def extern_index(self, kind: str, fq: str, size: int) -> int:
+        if fq not in self.extern_ids:
+            self.extern_ids[fq] = len(self.externs)
+            self.externs.append((kind, fq, size))
+        return self.extern_ids[fq]
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def lv(self, e: ast.Expr) -> str:
+        """An l-value (scalar or composite) as C."""
+        if isinstance(e, ast.Name):
+            sym = e.ref
+            if not isinstance(sym, Sym) or sym.kind not in ("var", "param"):
+                raise Unsupported(f"'{e.name}' is not a variable{_where(e)}")
+            return self.var(sym, e)
+        if isinstance(e, ast.Member):
+            if e.ref is not None:
+                raise Unsupported(f"member '{e.name}' as an l-value{_where(e)}")
+            return f"{self.lv(e.expr)}.f_{e.name}"
+        if isinstance(e, ast.Index):
+            base = self.lv(e.expr)
+            st = e.expr.type
+            assert isinstance(st, T.StackT)
+            idx = constfold.fold(e.index)
+            if idx is not None and not isinstance(idx, bool):
+                i = int(idx)
+                if 0 <= i < st.size:
+                    return f"{base}.s[{i}]"
+            k = self.ctype(st)
+            el = self.ctype(st.elem)
+            scr = self.scratch.get(el)
+            if scr is None:
+                scr = f"scr_{el}"
+                self.scratch[el] = scr
+                self.ctx_fields.append(f"{el} {scr};")
+            return f"(*at_{k}(&{base}, {self.expr(e.index)}, &X->{scr}))"
+        raise Unsupported(f"l-value {type(e).__name__}{_where(e)}")
+
+    def expr(self, e: ast.Expr) -> str:
+        """A scalar expression as C (a u128 value within the expression's width)."""
+        rule = getattr(self, "x_" + type(e).__name__, None)
+        if rule is None:
+            raise Unsupported(f"expression {type(e).__name__}{_where(e)}")
+        code: str = rule(e)
+        return code
+
+    def x_IntLit(self, e: ast.IntLit) -> str:
+        t = e.type
+        if isinstance(t, T.IntT):
+            raise Unsupported(f"signed literal{_where(e)}")
+        v = e.value
+        if isinstance(t, T.BitT):
+            v &= (1 << t.width) - 1
+        return _lit(v)
+
+    def x_BoolLit(self, e: ast.BoolLit) -> str:
+        return _lit(1 if e.value else 0)
+
+    def x_Name(self, e: ast.Name) -> str:
+        sym = e.ref
+        if not isinstance(sym, Sym):
+            raise Unsupported(f"'{e.name}' as a value{_where(e)}")
+        if sym.kind == "const":
+            v = sym.value
+            if isinstance(v, bool):
+                return _lit(int(v))
+            if isinstance(v, int):
+                t = e.type
+                if isinstance(t, T.IntT):
+                    raise Unsupported(f"signed constant '{e.name}'{_where(e)}")
+                if isinstance(t, T.BitT):
+                    v &= (1 << t.width) - 1
+                return _lit(v)
+            raise Unsupported(f"constant '{e.name}' of type {e.type}{_where(e)}")
+        if sym.kind in ("var", "param"):
+            _scalar_width(e.type, f"'{e.name}'")
+            return f"((u128){self.var(sym, e)})"
+        raise Unsupported(f"'{e.name}' as a value{_where(e)}")
+
+    def x_Member(self, e: ast.Member) -> str:
+        ref = e.ref
+        if isinstance(ref, (EnumMember, ErrorMember)):
+            return _lit(int(ref.value))
+        if isinstance(ref, StackSize):
+            return _lit(ref.size)
+        if isinstance(ref, StackProperty):
+            base = self.lv(e.expr)
+            if ref.name == "nextIndex":
+                return f"((u128){base}.next)"
+            if ref.name == "lastIndex":
+                return f"((u128)(uint32_t)({base}.next - 1))"
+            raise Unsupported(f"stack property '{ref.name}' in an expression{_where(e)}")
+        if ref is not None:
+            raise Unsupported(f"member '{e.name}'{_where(e)}")
+        if isinstance(e.expr.type, T.ApplyResultT):
+            call = e.expr
+            assert isinstance(call, ast.Call)
+            r = self.table_call(call)
+            if e.name == "hit":
+                return f"((u128)(({r} >> 16) & 1))"
+            if e.name == "miss":
+                return f"((u128)!(({r} >> 16) & 1))"
+            raise Unsupported(f"'{e.name}' of a table result{_where(e)}")
+        _scalar_width(e.type, f"field '{e.name}'")
+        return f"((u128){self.lv(e.expr)}.f_{e.name})"
+
+    def x_Index(self, e: ast.Index) -> str:
+        raise Unsupported(f"a header stack element as a value{_where(e)}")
+
+    def x_Slice(self, e: ast.Slice) -> str:
+        hi, lo = constfold.fold(e.hi), constfold.fold(e.lo)
+        if hi is None or lo is None:
+            raise Unsupported(f"slice bounds{_where(e)}")
+        base = self.expr(e.expr)
+        return f"(({base} >> {int(lo)}) & {_mask(int(hi) - int(lo) + 1)})"
+
+    def x_Unary(self, e: ast.Unary) -> str:
+        v = self.expr(e.expr)
+        if e.op == "!":
+            return f"((u128)!{v})"
+        if e.op == "+":
+            return v
+        w = _scalar_width(e.type)
+        if e.op == "-":
+            return f"((-{v}) & {_mask(w)})"
+        if e.op == "~":
+            return f"({v} ^ {_mask(w)})"
+        raise Unsupported(f"operator {e.op}{_where(e)}")
+
+    def x_Binary(self, e: ast.Binary) -> str:
+        op = e.op
+        lt, rt, t = e.left.type, e.right.type, e.type
+        if isinstance(lt, (T.StructLikeT, T.StackT, T.TupleT)):
+            raise Unsupported(f"'{op}' of composite values{_where(e)}")
+        if isinstance(lt, T.IntT) or isinstance(rt, T.IntT) or isinstance(t, T.IntT):
+            raise Unsupported(f"signed arithmetic{_where(e)}")
+        a = self.expr(e.left)
+        b = self.expr(e.right)
+        if op in ("&&", "||"):
+            return f"((u128)({a} {op} {b}))"
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return f"((u128)({a} {op} {b}))"
+        w = None if t is T.INFINT else _scalar_width(t)
+        if op == "++":
+            wb = _scalar_width(rt)
+            return f"(({a} << {wb}) | {b})"
+        if w is None:
+            v = constfold.fold(e)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return _lit(v)
+            raise Unsupported(f"arbitrary-precision arithmetic{_where(e)}")
+        if op == "|+|":
+            return f"sat_add({a}, {b}, {_mask(w)})"
+        if op == "|-|":
+            return f"sat_sub({a}, {b})"
+        if op == "<<":
+            sh = constfold.fold(e.right)
+            if isinstance(sh, int) and not isinstance(sh, bool):
+                return "((u128)0)" if sh >= w else f"(({a} << {sh}) & {_mask(w)})"
+            return f"shl({a}, {b}, {w})"
+        if op == ">>":
+            sh = constfold.fold(e.right)
+            if isinstance(sh, int) and not isinstance(sh, bool):
+                return "((u128)0)" if sh >= 128 else f"({a} >> {sh})"
+            return f"shr({a}, {b})"
+        if op in ("&", "|", "^"):
+            return f"(({a} {op} {b}) & {_mask(w)})"
+        if op in ("+", "-", "*"):
+            return f"(({a} {op} {b}) & {_mask(w)})"
+        if op == "/":
+            return f"divz({a}, {b})"
+        if op == "%":
+            return f"modz({a}, {b})"
+        raise Unsupported(f"operator {op}{_where(e)}")
+
+    def x_Mux(self, e: ast.Mux) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.then)} : {self.expr(e.other)})"
+
+    def x_Cast(self, e: ast.Cast) -> str:
+        src, dst = e.expr.type, e.checked_type
+        v = self.expr(e.expr)
+        if dst is T.BOOL:
+            return v if src is T.BOOL else f"((u128)({v} != 0))"
+        if src is T.BOOL:
+            return v
+        w = _scalar_width(dst, "cast")
+        if isinstance(src, T.BitT) and src.width <= w:
+            return v
+        return f"({v} & {_mask(w)})"
+
+    def x_Call(self, e: ast.Call) -> str:
+        info = e.ref
+        if info is not None and info.kind == T.CallKind.HEADER_METHOD and info.name == "isValid":
+            target = info.target
+            if isinstance(target.type, T.StructLikeT) and target.type.kind == "header":
+                return f"((u128){self.lv(target)}.valid)"
+        if info is not None and info.kind == T.CallKind.TABLE_APPLY:
+            return self.table_call(e)
+        raise Unsupported(f"call of '{info.name if info else '?'}' as a value{_where(e)}")
+
+    # -- calls and effects -----------------------------------------------------------------
+
+    def action_may_exit(self, decl: ast.ActionDecl) -> bool:
+        got = self.action_exits.get(id(decl))
+        if got is None:
+            self.action_exits[id(decl)] = False
+            got = any(self._stmt_exits(s) for s in decl.body.stmts)
+            self.action_exits[id(decl)] = got
+        return got
+
+    def _stmt_exits(self, s: Any) -> bool:
+        for node in _walk(s):
+            if isinstance(node, ast.Exit):
+                return True
+            if isinstance(node, ast.Call) and node.ref is not None:
+                if node.ref.kind == T.CallKind.ACTION and isinstance(node.ref.decl, ast.ActionDecl):
+                    if self.action_may_exit(node.ref.decl):
+                        return True
+                if node.ref.kind == T.CallKind.TABLE_APPLY:
+                    ti = self.table_inst_of(node)
+                    if any(self.action_may_exit(a) for a in ti.decl.action_decls):
+                        return True
+        return False
+
+    def table_inst_of(self, call: ast.Call) -> TableInst:
+        info = call.ref
+        assert info is not None
+        decl = info.decl
+        if self.inst is None or id(decl) not in self.inst.tables:
+            raise Unsupported(f"table apply outside its control{_where(call)}")
+        return self.inst.tables[id(decl)]
+
+    def table_call(self, call: ast.Call) -> str:
+        ti = self.table_inst_of(call)
+        idx = self.table(ti)
+        return f"T{idx}(X)"
+
+    def exit_check(self, node: Any) -> None:
+        if self.fn.kind in ("control", "action") and self._stmt_exits(node):
+            self.line("if (X->exited) return;")
+
+    # -- statements ------------------------------------------------------------------------
+
+    def stmts(self, body: list[ast.Stmt]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: ast.Stmt) -> None:
+        rule = getattr(self, "s_" + type(s).__name__, None)
+        if rule is None:
+            raise Unsupported(f"statement {type(s).__name__}{_where(s)}")
+        rule(s)
+
+    def s_Empty(self, s: ast.Empty) -> None:
+        pass
+
+    def s_ConstDecl(self, s: ast.ConstDecl) -> None:
+        pass
+
+    def s_Block(self, s: ast.Block) -> None:
+        self.line("{")
+        self.ind += 1
+        self.stmts(s.stmts)
+        self.ind -= 1
+        self.line("}")
+
+    def s_VarDecl(self, s: ast.VarDecl) -> None:
+        sym = s.sym
+        name = self.fresh("l")
+        self.line(f"{self.ctype(sym.type)} {name};")
+        self.vars[id(sym)] = name
+        self._init(name, sym.type, s.init, s)
+
+    def _init(self, target: str, t: T.Type | None, init: ast.Expr | None, node: Any) -> None:
+        if isinstance(t, (T.StructLikeT, T.StackT)):
+            if init is None or isinstance(init, ast.InvalidHeader):
+                self.line(f"memset(&{target}, 0, sizeof {target});")
+            else:
+                self.line(f"{target} = {self.lv(init)};")
+            return
+        value = "((u128)0)" if init is None else self.expr(init)
+        self.line(f"{target} = {value};")
+        if init is not None:
+            self.exit_check(init)
+
+    def s_Assign(self, s: ast.Assign) -> None:
+        t = s.lhs.type
+        self._check_lvalue(s.lhs)
+        if isinstance(t, (T.StructLikeT, T.StackT)):
+            target = self.lv(s.lhs)
+            if isinstance(s.rhs, ast.InvalidHeader):
+                self.line(f"memset(&{target}, 0, sizeof {target});")
+                return
+            if not isinstance(s.rhs, (ast.Name, ast.Member, ast.Index)):
+                raise Unsupported(f"composite value {type(s.rhs).__name__}{_where(s)}")
+            self.line(f"{target} = {self.lv(s.rhs)};")
+            return
+        _scalar_width(t, "assignment")
+        self.line(f"{self.lv(s.lhs)} = {self.expr(s.rhs)};")
+        self.exit_check(s.rhs)
+
+    def _check_lvalue(self, e: ast.Expr) -> None:
+        if isinstance(e, ast.Member) and e.name == "mcast_grp" and e.expr.type is self.sm_type:
+            raise Unsupported(f"multicast (standard_metadata.mcast_grp written){_where(e)}")
+
+    def s_If(self, s: ast.If) -> None:
+        c = self.expr(s.cond)
+        if self._stmt_exits(s.cond):
+            tmp = self.fresh("c")
+            self.line(f"u128 {tmp} = {c};")
+            self.line("if (X->exited) return;")
+            c = tmp
+        self.line(f"if ({c}) {{")
+        self.ind += 1
+        self.stmt(s.then)
+        self.ind -= 1
+        if s.other is not None:
+            self.line("} else {")
+            self.ind += 1
+            self.stmt(s.other)
+            self.ind -= 1
+        self.line("}")
+
+    def s_Switch(self, s: ast.Switch) -> None:
+        tmp = self.fresh("sw")
+        by_action = isinstance(s.expr, ast.Member) and s.expr.name == "action_run"
+        ti: TableInst | None = None
+        if by_action:
+            call = s.expr.expr  # type: ignore[attr-defined]
+            assert isinstance(call, ast.Call)
+            ti = self.table_inst_of(call)
+            self.line(f"int {tmp} = {self.table_call(call)} & 0xFFFF;")
+            self.exit_check(call)
+        else:
+            self.line(f"u128 {tmp} = {self.expr(s.expr)};")
+            self.exit_check(s.expr)
+        pending: list[str] = []
+        first = True
+        default_body: ast.Block | None = None
+        has_default = False
+        for case in s.cases:
+            for label in case.labels:
+                if isinstance(label, ast.Default):
+                    has_default = True
+                    continue
+                if by_action:
+                    assert ti is not None
+                    pending.append(f"{tmp} == {self._action_label(ti, label)}")
+                else:
+                    pending.append(f"{tmp} == {self.expr(label)}")
+            if case.body is None:
+                continue
+            if has_default:
+                default_body = case.body
+                break
+            if not pending:
+                continue
+            self.line(("if (" if first else "} else if (") + " || ".join(pending) + ") {")
+            first = False
+            pending = []
+            self.ind += 1
+            self.stmt(case.body)
+            self.ind -= 1
+        if default_body is not None:
+            if first:
+                self.line("{")
+            else:
+                self.line("} else {")
+            self.ind += 1
+            self.stmt(default_body)
+            self.ind -= 1
+            self.line("}")
+        elif not first:
+            self.line("}")
+
+    def _action_label(self, ti: TableInst, label: ast.Expr) -> int:
+        ref = label.ref if isinstance(label, ast.Name) else None
+        for i, adecl in enumerate(ti.decl.action_decls):
+            if ref is adecl or (isinstance(ref, Sym) and ref.decl is adecl):
+                return i
+        raise Unsupported(f"switch label {label}{_where(label)}")
+
+    def s_Exit(self, s: ast.Exit) -> None:
+        if self.fn.kind not in ("control", "action"):
+            raise Unsupported(f"exit in a {self.fn.kind}{_where(s)}")
+        self.line("X->exited = 1; return;")
+
+    def s_Return(self, s: ast.Return) -> None:
+        if s.value is not None or self.fn.kind not in ("control", "action"):
+            raise Unsupported(f"return in a {self.fn.kind}{_where(s)}")
+        self.line("return;")
+
+    def s_CallStmt(self, s: ast.CallStmt) -> None:
+        call = s.call
+        info = call.ref
+        if info is None or info.kind is None:
+            raise Unsupported(f"call{_where(s)}")
+        k = info.kind
+        if k == T.CallKind.TABLE_APPLY:
+            self.line(f"{self.table_call(call)};")
+        elif k == T.CallKind.ACTION:
+            self.line(self.action_call(call) + ";")
+        elif k == T.CallKind.HEADER_METHOD:
+            self.header_method(call)
+            return
+        elif k == T.CallKind.EXTERN_FUNC:
+            self.extern_func(call)
+        elif k == T.CallKind.EXTERN_METHOD:
+            self.extern_method(call)
+        elif k == T.CallKind.PACKET_METHOD:
+            self.packet_method(call)
+            return
+        else:
+            raise Unsupported(f"call of {k} '{info.name}'{_where(s)}")
+        self.exit_check(call)
+
+    def header_method(self, call: ast.Call) -> None:
+        info = call.ref
+        assert info is not None
+        t = info.target.type
+        if not (isinstance(t, T.StructLikeT) and t.kind == "header"):
+            raise Unsupported(f"{info.name} of a {t}{_where(call)}")
+        h = self.lv(info.target)
+        if info.name == "setValid":
+            self.line(f"{h}.valid = 1;")
+        elif info.name == "setInvalid":
+            self.line(f"{h}.valid = 0;")
+        elif info.name != "isValid":
+            raise Unsupported(f"header method {info.name}{_where(call)}")
+
+    def action_call(self, call: ast.Call) -> str:
+        info = call.ref
+        assert info is not None
+        decl = info.decl
+        if not isinstance(decl, ast.ActionDecl):
+            raise Unsupported(f"action '{info.name}'{_where(call)}")
+        fn = self.action(decl)
+        args = []
+        for p, a in zip(decl.params, info.args):
+            if p.direction in ("out", "inout"):
+                raise Unsupported(f"action parameter '{p.name}' with direction{_where(call)}")
+            if a is None:
+                raise Unsupported(f"missing action argument{_where(call)}")
+            args.append(self.expr(a))
+        return f"{fn}({', '.join(['X', *args])})"
+
+    def _arg(self, call: ast.Call, i: int) -> ast.Expr:
+        info = call.ref
+        assert info is not None
+        a = info.args[i] if i < len(info.args) else None
+        if a is None:
+            raise Unsupported(f"missing argument {i} of {info.name}{_where(call)}")
+        return a
+
+    def extern_func(self, call: ast.Call) -> None:
+        info = call.ref
+        assert info is not None
+        name = info.name
+        if name == "mark_to_drop":
+            sm = self.lv(self._arg(call, 0)) if info.args else "X->sm"
+            self.line(f"{sm}.f_egress_spec = {DROP_PORT}; {sm}.f_mcast_grp = 0;")
+        elif name == "truncate":
+            self.line(f"X->trunc = (u64){self.expr(self._arg(call, 0))};")
+        elif name == "random":
+            res = self._arg(call, 0)
+            w = _scalar_width(res.type, "random result")
+            if w > 64:
+                raise Unsupported(f"random of {w} bits{_where(call)}")
+            lo, hi = self.expr(self._arg(call, 1)), self.expr(self._arg(call, 2))
+            self._check_lvalue(res)
+            self.line(f"{self.lv(res)} = tf_py_random(X->handle, (u64){lo}, (u64){hi});")
+        elif name == "digest":
+            self.digest(call)
+        elif name == "log_msg":
+            pass  # the Python executor only logs it
+        else:
+            raise Unsupported(f"extern function {name}{_where(call)}")
+
+    def extern_method(self, call: ast.Call) -> None:
+        info = call.ref
+        assert info is not None
+        target = info.target
+        if not (isinstance(target, ast.Name) and isinstance(target.ref, Sym)):
+            raise Unsupported(f"extern method on {target}{_where(call)}")
+        inst = self.extern_inst(target.ref, call)
+        ext = info.extern_name
+        key = (ext, info.name)
+        if key == ("counter", "count"):
+            size = inst.args[0]
+            k = self.extern_index("counter", inst.fqname, size)
+            i = self.fresh("i")
+            self.line(f"{{ u128 {i} = {self.expr(self._arg(call, 0))};")
+            self.line(
+                f"  if ({i} < {size}) {{ X->ext_a[{k}][(int){i}]++; "
+                f"X->ext_b[{k}][(int){i}] += X->pkt_len; }}"
+            )
+            self.line(f"  else {{ X->ext_err[{k}]++; X->stats[ST_EXT_ERRORS]++; }} }}")
+        elif key in (("register", "read"), ("register", "write")):
+            elem = inst.type.type_args.get("T")
+            w = _scalar_width(elem, "register element")
+            if w > 64:
+                raise Unsupported(f"register {inst.fqname} of {w}-bit values")
+            size = inst.args[0]
+            k = self.extern_index("register", inst.fqname, size)
+            i = self.fresh("i")
+            if info.name == "read":
+                res = self._arg(call, 0)
+                self._check_lvalue(res)
+                self.line(f"{{ u128 {i} = {self.expr(self._arg(call, 1))};")
+                self.line(f"  if ({i} < {size}) {self.lv(res)} = X->ext_a[{k}][(int){i}];")
+                self.line(
+                    f"  else {{ {self.lv(res)} = 0; X->ext_err[{k}]++; "
+                    "X->stats[ST_EXT_ERRORS]++; } }"
+                )
+            else:
+                self.line(f"{{ u128 {i} = {self.expr(self._arg(call, 0))};")
+                v = self.expr(self._arg(call, 1))
+                self.line(f"  if ({i} < {size}) X->ext_a[{k}][(int){i}] = (u64)({v} & {_mask(w)});")
+                self.line(f"  else {{ X->ext_err[{k}]++; X->stats[ST_EXT_ERRORS]++; }} }}")
+        elif key == ("direct_counter", "count"):
+            raise Unsupported("direct counters")
+        else:
+            raise Unsupported(f"extern method {ext}.{info.name}{_where(call)}")
+
+    # -- digests ---------------------------------------------------------------------------
+
+    def _leaves(self, e: ast.Expr, code: str, t: T.Type | None) -> Iterator[str]:
+        if isinstance(t, T.StructLikeT):
+            if t.kind != "struct":
+                raise Unsupported(f"digest of a {t.kind}{_where(e)}")
+            for n, ft in t.fields.items():
+                yield from self._leaves(e, f"{code}.f_{n}", ft)
+            return
+        if isinstance(t, T.StackT):
+            raise Unsupported(f"digest of a header stack{_where(e)}")
+        _scalar_width(t, "digest field")
+        yield f"((u128){code})"
+
+    def digest(self, call: ast.Call) -> None:
+        if self.fn.role != "ingress":
+            if self.fn.role == "egress":
+                self.line("X->stats[ST_EGRESS_DIGESTS_IGNORED]++;")
+                return
+            raise Unsupported(f"digest in {self.fn.role or 'a nested block'}{_where(call)}")
+        assert self.inst is not None
+        name = self.elab.digest_names[(self.inst.py, id(call))]
+        data = self._arg(call, 1)
+        late = _is_lvalue_path(data)
+        values: list[str] = []
+        if isinstance(data, ast.ListExpr):
+            for item in data.items:
+                if isinstance(item.type, T.StructLikeT):
+                    values.extend(self._leaves(item, self.lv(item), item.type))
+                else:
+                    _scalar_width(item.type, "digest field")
+                    values.append(self.expr(item))
+        elif isinstance(data.type, T.StructLikeT):
+            values.extend(self._leaves(data, self.lv(data), data.type))
+        else:
+            _scalar_width(data.type, "digest value")
+            values.append(self.expr(data))
+        if late and any(v.find("X->") < 0 for v in values):
+            late = False  # a local variable: read it now (it is gone when ingress ends)
+        if name not in self.digest_ids:
+            self.digest_ids[name] = len(self.digests)
+            self.digests.append((name, len(values)))
+        d = self.digest_ids[name]
+        self.max_fields = max(self.max_fields, len(values))
+        if late:
+            k = len(self.digest_readers)
+            body = [f"static void DR{k}(tf_sw *X, u64 *rec) {{", f"    rec[0] = {d};"]
+            for j, v in enumerate(values):
+                body.append(f"    {{ u128 v = {v}; rec[{1 + 2 * j}] = (u64)(v >> 64);")
+                body.append(f"      rec[{2 + 2 * j}] = (u64)v; }}")
+            body.append("}")
+            self.digest_readers.append("\n".join(body))
+            self.line(f"X->dig_req = {k};")
+        else:
+            self.line("X->dig_req = -1;")
+            self.line(f"X->dig_now[0] = {d};")
+            for j, v in enumerate(values):
+                self.line(f"{{ u128 v = {v}; X->dig_now[{1 + 2 * j}] = (u64)(v >> 64);")
+                self.line(f"  X->dig_now[{2 + 2 * j}] = (u64)v; }}")
+            self.line("X->dig_req = -2;")
+
+    # -- packet methods --------------------------------------------------------------------
+
+    def packet_method(self, call: ast.Call) -> None:
+        info = call.ref
+        assert info is not None
+        if info.name == "extract" and self.fn.kind == "parser":
+            if len(info.args) != 1 or info.args[0] is None:
+                raise Unsupported(f"extract with {len(info.args)} arguments{_where(call)}")
+            a = info.args[0]
+            if isinstance(a, ast.Member) and a.ref == StackProperty("next"):
+                st = self.lv(a.expr)
+                stt = a.expr.type
+                assert isinstance(stt, T.StackT)
+                h = self.fresh("h")
+                el = self.ctype(stt.elem)
+                code = self.err("StackOutOfBounds")
+                self.line(f"if ({st}.next >= {stt.size}) {{ X->perr = {code}; goto done; }}")
+                self.line(f"{{ {el} *{h} = &{st}.s[{st}.next];")
+                self._extract(f"(*{h})", stt.elem)
+                self.line(f"  {st}.next++; }}")
+                return
+            t = a.type
+            if not (isinstance(t, T.StructLikeT) and t.kind == "header"):
+                raise Unsupported(f"extract of a {t}{_where(call)}")
+            self._extract(self.lv(a), t)
+            return
+        if info.name == "emit" and self.fn.kind == "deparser":
+            a = self._arg(call, 0)
+            self._emit(self.lv(a), a.type, call)
+            return
+        raise Unsupported(f"packet method {info.name}{_where(call)}")
+
+    def _extract(self, h: str, t: T.Type) -> None:
+        nb = T.width_of(t) // 8
+        name = self.ctype(t)
+        code = self.err("PacketTooShort")
+        self.line(f"if (X->off + {nb} > X->in_len) {{ X->perr = {code}; goto done; }}")
+        self.line(f"ext_{name}(&{h}, X->in + X->off); X->off += {nb};")
+
+    def _emit(self, v: str, t: T.Type | None, node: Any) -> None:
+        if isinstance(t, T.StructLikeT):
+            if t.kind == "header":
+                nb = T.width_of(t) // 8
+                name = self.ctype(t)
+                self.line(
+                    f"if ({v}.valid) {{ emit_{name}(&{v}, X->out + X->olen); X->olen += {nb}; }}"
+                )
+                return
+            if t.kind == "header_union":
+                raise Unsupported(f"emit of a header union{_where(node)}")
+            for n, ft in t.fields.items():
+                self._emit(f"{v}.f_{n}", ft, node)
+            return
+        if isinstance(t, T.StackT):
+            for i in range(t.size):
+                self._emit(f"{v}.s[{i}]", t.elem, node)
+            return
+        raise Unsupported(f"emit of a {t}{_where(node)}")
+
+    # -- actions and tables ----------------------------------------------------------------
+
+    def action(self, decl: ast.ActionDecl) -> str:
+        key = (id(decl), self.inst.py if self.inst is not None else "")
+        name = self.actions.get(key)
+        if name is not None:
+            return name
+        name = f"A{len(self.actions)}"
+        self.actions[key] = name
+        saved = (self.out, self.ind, self.fn)
+        self.out, self.ind = [], 1
+        self.fn = _Fn("action", saved[2].role)
+        params = []
+        for p in decl.params:
+            if p.direction in ("out", "inout"):
+                raise Unsupported(f"action '{decl.name}': parameter '{p.name}' is {p.direction}")
+            pn = self.fresh("a")
+            _scalar_width(p.sym.type, f"action parameter '{p.name}'")
+            self.vars[id(p.sym)] = pn
+            params.append(f"u128 {pn}")
+        self.stmts(decl.body.stmts)
+        sig = f"static void {name}({', '.join(['tf_sw *X', *params])})"
+        self.protos.append(sig + ";")
+        self.funcs.append(sig + " {\n" + "\n".join(self.out) + "\n}")
+        self.out, self.ind, self.fn = saved
+        return name
+
+    def table(self, ti: TableInst) -> int:
+        if id(ti) in self.table_ids:
+            return self.table_ids[id(ti)]
+        spec = ti.spec
+        assert spec is not None
+        if spec.direct_counter or spec.direct_meter:
+            raise Unsupported(f"table {ti.fqname}: direct counters/meters")
+        idx = len(self.tables)
+        self.table_ids[id(ti)] = idx
+        d = ti.decl
+        kp = d.prop("key")
+        keys: list[str] = []
+        sels: list[str] = []
+        for k in kp.keys if kp is not None and kp.keys else []:
+            v = self.expr(k.expr)
+            (sels if k.match_kind == "selector" else keys).append(v)
+        mkeys = spec.match_keys
+        if len(mkeys) > 16 or len(sels) > 16:
+            raise Unsupported(f"table {ti.fqname}: more than 16 keys")
+        for mk in spec.keys:
+            if mk.width > 128:
+                raise Unsupported(f"table {ti.fqname}: key {mk.name} wider than 128 bits")
+        ap = d.prop("actions")
+        assert ap is not None and ap.actions is not None
+        actions: dict[str, int] = {}
+        calls: list[str] = []
+        nargs = 0
+        saved = (self.out, self.ind, self.fn)
+        self.out, self.ind = [], 1
+        self.fn = _Fn("table", saved[2].role)
+        for i, (ref, adecl) in enumerate(zip(ap.actions, d.action_decls)):
+            actions[ti.action_fq[id(adecl)]] = i
+            fn = self.action(adecl)
+            args: list[str] = []
+            data = 0
+            bound = [a.value for a in ref.args]
+            for p in adecl.params:
+                if p.direction:
+                    if not bound:
+                        raise Unsupported(f"table {ti.fqname}: unbound action parameter")
+                    b = bound.pop(0)
+                    if b is None:
+                        raise Unsupported(f"table {ti.fqname}: don't-care action argument")
+                    args.append(self.expr(b))
+                else:
+                    args.append(f"a[{data}]")
+                    data += 1
+            nargs = max(nargs, data)
+            calls.append(f"    case {i}: {fn}({', '.join(['X', *args])}); break;")
+        self.out, self.ind, self.fn = saved
+        impl = None
+        algo = "ALGO_NONE"
+        if spec.implementation is not None:
+            impl = next(
+                (p for p in self.program.schema.action_profiles if p.name == spec.implementation),
+                None,
+            )
+            if impl is not None and impl.with_selector:
+                name = impl.algorithm or "crc16"
+                algos = {"crc16": "ALGO_CRC16", "crc32": "ALGO_CRC32", "identity": "ALGO_IDENTITY"}
+                if name not in algos:
+                    raise Unsupported(f"table {ti.fqname}: selector hash {name}")
+                algo = algos[name]
+        nk = len(keys)
+        ns = len(sels)
+        kinit = ", ".join(keys) if keys else "0"
+        sinit = ", ".join(sels) if sels else "0"
+        body = [
+            f"static int T{idx}(tf_sw *X) {{",
+            f"    u128 key[{max(nk, 1)}] = {{{kinit}}};",
+            f"    u128 sel[{max(ns, 1)}] = {{{sinit}}};",
+            "    const u128 *a;",
+            f"    int r = table_apply(&X->tables[{idx}], key, sel, &a);",
+            "    (void)a; (void)sel;",
+            "    switch (r & 0xFFFF) {",
+            *calls,
+            "    default: break;",
+            "    }",
+            "    return r;",
+            "}",
+        ]
+        self.protos.append(f"static int T{idx}(tf_sw *X);")
+        self.funcs.append("\n".join(body))
+        is_range = ", ".join("1" if k.kind is MatchKind.RANGE else "0" for k in mkeys) or "0"
+        selw = ", ".join(str(k.width) for k in spec.selector_keys) or "0"
+        self.table_defs.append(
+            f"static const u8 TR{idx}[] = {{{is_range}}};\nstatic const int TS{idx}[] = {{{selw}}};"
+        )
+        self.table_inits.append(
+            f"    X->tables[{idx}].nk = {nk}; X->tables[{idx}].nargs = {max(nargs, 1)};\n"
+            f"    X->tables[{idx}].nsel = {ns}; X->tables[{idx}].algo = {algo};\n"
+            f"    X->tables[{idx}].is_range = TR{idx}; X->tables[{idx}].selw = TS{idx};\n"
+            f"    X->tables[{idx}].def_act = -1;"
+        )
+        self.tables.append(
+            NativeTable(
+                idx,
+                ti.fqname,
+                actions,
+                tuple(k.kind for k in mkeys),
+                tuple(k.width for k in mkeys),
+                max(nargs, 1),
+                bool(spec.selector_keys),
+            )
+        )
+        return idx
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def block_locals(self, decl: ast.ParserDecl | ast.ControlDecl) -> None:
+        """Control/parser-level variables live in X (actions reach them); set at each start."""
+        for loc in decl.locals:
+            if isinstance(loc, ast.VarDecl):
+                target = self.ctx_var(loc.sym)
+                self._init(target, loc.sym.type, loc.init, loc)
+            elif isinstance(loc, (ast.ConstDecl, ast.ActionDecl, ast.TableDecl)):
+                continue
+            elif isinstance(loc, ast.Instantiation):
+                continue  # externs: bound by name; nested blocks are rejected earlier
+            else:
+                raise Unsupported(f"declaration {type(loc).__name__} in {decl.name}")
+
+    def gen_parser(self, inst: BlockInst) -> None:
+        decl = inst.decl
+        assert isinstance(decl, ast.ParserDecl)
+        self.inst = inst
+        self.fn = _Fn("parser", "parser")
+        self.out, self.ind = [], 1
+        self.bind_params(decl)
+        self.block_locals(decl)
+        names = {s.name for s in decl.states}
+        self.line("goto S_start;")
+        for st in decl.states:
+            self.line(f"S_{st.name}: {{")
+            self.ind += 1
+            self.stmts(st.stmts)
+            self.transition(st.transition, names)
+            self.ind -= 1
+            self.line("}")
+        self.line("done: ;")
+        self.funcs.append("static void P_parser(tf_sw *X) {\n" + "\n".join(self.out) + "\n}")
+        self.inst = None
+
+    def _goto(self, state: str) -> str:
+        if state == "accept":
+            return "goto done;"
+        if state == "reject":
+            return "{ X->perr = -1; goto done; }"
+        return f"goto S_{state};"
+
+    def transition(self, tr: ast.Transition | None, names: set[str]) -> None:
+        if tr is None:
+            self.line(self._goto("reject"))
+            return
+        if tr.state is not None:
+            self.line(self._goto(tr.state))
+            return
+        assert tr.select is not None
+        ks = []
+        for x in tr.select:
+            k = self.fresh("k")
+            self.line(f"u128 {k} = {self.expr(x)};")
+            ks.append(k)
+        for case in tr.cases:
+            cond = self._keyset(case.keyset, ks)
+            self.line(f"if ({cond}) {self._goto(case.state)}")
+            if cond == "1":
+                return
+        self.line(f"{{ X->perr = {self.err('NoMatch')}; goto done; }}")
+
+    def _keyset(self, ks: ast.Expr, kvars: list[str]) -> str:
+        if isinstance(ks, (ast.Default, ast.DontCare)):
+            return "1"
+        if isinstance(ks, ast.Name) and isinstance(ks.ref, Sym) and ks.ref.kind == "value_set":
+            raise Unsupported(f"parser value sets{_where(ks)}")
+        items = ks.items if isinstance(ks, ast.ListExpr) else [ks]
+        if len(items) != len(kvars):
+            raise Unsupported(f"keyset shape{_where(ks)}")
+        conds = []
+        for item, k in zip(items, kvars):
+            if isinstance(item, (ast.Default, ast.DontCare)):
+                continue
+            if isinstance(item, ast.Mask):
+                m = self.expr(item.mask)
+                conds.append(f"(({k} & {m}) == ({self.expr(item.value)} & {m}))")
+            elif isinstance(item, ast.Range):
+                conds.append(f"({self.expr(item.lo)} <= {k} && {k} <= {self.expr(item.hi)})")
+            elif (
+                isinstance(item, ast.Name)
+                and isinstance(item.ref, Sym)
+                and (item.ref.kind == "value_set")
+            ):
+                raise Unsupported(f"parser value sets{_where(item)}")
+            else:
+                conds.append(f"({k} == {self.expr(item)})")
+        return " && ".join(conds) if conds else "1"
+
+    def gen_control(self, role: str, inst: BlockInst) -> None:
+        decl = inst.decl
+        assert isinstance(decl, ast.ControlDecl)
+        self.inst = inst
+        self.fn = _Fn("deparser" if role == "deparser" else "control", role)
+        self.out, self.ind = [], 1
+        self.bind_params(decl)
+        self.block_locals(decl)
+        self.stmts(decl.body.stmts)
+        self.funcs.append(f"static void C_{role}(tf_sw *X) {{\n" + "\n".join(self.out) + "\n}")
+        self.inst = None
+
+    # -- the whole unit --------------------------------------------------------------------
+
+    def generate(self) -> NativeProgram:
+        for role in ROLES:
+            if role not in self.elab.blocks:
+                raise Unsupported(f"no {role} block")
+        for inst in self.elab.all_blocks:
+            if inst.children:
+                raise Unsupported(f"nested parser/control instances in {inst.path}")
+        for name in ("hdr", "meta", "sm"):
+            t = {"hdr": self.hdr_type, "meta": self.meta_type, "sm": self.sm_type}[name]
+            if not isinstance(t, T.StructLikeT):
+                raise Unsupported(f"{name} of type {t}")
+        htype, mtype, stype = (
+            self.ctype(self.hdr_type),
+            self.ctype(self.meta_type),
+            self.ctype(self.sm_type),
+        )
+        self.gen_parser(self.elab.blocks["parser"])
+        for role in ("verify_checksum", "ingress", "egress", "compute_checksum", "deparser"):
+            self.gen_control(role, self.elab.blocks[role])
+        smf = self.sm_type.fields  # type: ignore[union-attr]
+        need = ("ingress_port", "egress_spec", "egress_port", "packet_length", "mcast_grp")
+        for f in need:
+            if f not in smf:
+                raise Unsupported(f"standard_metadata without {f}")
+        stride = 1 + 2 * self.max_fields
+        max_hdr = self.header_bytes(self.hdr_type)
+        return NativeProgram(
+            self._unit(htype, mtype, stype, stride, max_hdr, smf),
+            self.tables,
+            self.externs,
+            self.digests,
+            stride,
+            max_hdr,
+        )
+
+    def _unit(
+        self, htype: str, mtype: str, stype: str, stride: int, max_hdr: int, smf: dict[str, Any]
+    ) -> str:
+        nt = max(len(self.tables), 1)
+        ne = max(len(self.externs), 1)
+
+        def sm_set(f: str, v: str) -> str:
+            return f"X->sm.f_{f} = {v};" if f in smf else ""
+
+        parts = [
+            "/* generated by switch.native.cgen from " + self.program.path + " */",
+            RUNTIME,
+            f"#define NTABLES {nt}",
+            f"#define NEXTERNS {ne}",
+            f"#define MAX_HEADER_BYTES {max_hdr}",
+            f"#define DIGEST_STRIDE {stride}",
+            *self.type_defs,
+            "struct tf_sw {",
+            f"    {htype} hdr; {mtype} meta; {stype} sm;",
+            "    const u8 *in; int in_len; int off; int perr; u8 *out; int olen;",
+            "    u64 pkt_len; u64 trunc; int exited; int dig_req;",
+            f"    u64 dig_now[{stride}];",
+            f"    tf_table tables[{nt}];",
+            f"    u64 *ext_a[{ne}]; u64 *ext_b[{ne}];",
+            "    u64 *stats; u64 *ext_err; u64 *dig; int dig_cap;",
+            "    void *handle;",
+            *("    " + f for f in self.ctx_fields),
+            "};",
+            *self.codecs,
+            *self.table_defs,
+            "static void tf_init_tables(tf_sw *X) {",
+            *self.table_inits,
+            "    (void)X;",
+            "}",
+            *self.protos,
+            *self.digest_readers,
+            *self.funcs,
+            "static void flush_digest(tf_sw *X) {",
+            "    u64 *rec = X->dig + X->stats[ST_DIGESTS] * DIGEST_STRIDE;",
+            "    if (X->dig_req == -2) memcpy(rec, X->dig_now, sizeof X->dig_now);",
+        ]
+        for k in range(len(self.digest_readers)):
+            parts.append(f"    else if (X->dig_req == {k}) DR{k}(X, rec);")
+        parts += [
+            "    X->stats[ST_DIGESTS]++;",
+            "}",
+            "static int run_packet(tf_sw *X, int port, const u8 *data, int len, u64 now,",
+            "                      u8 *out, int *r) {",
+            "    memset(&X->hdr, 0, sizeof X->hdr);",
+            "    memset(&X->meta, 0, sizeof X->meta);",
+            "    memset(&X->sm, 0, sizeof X->sm);",
+            "    " + sm_set("ingress_port", "(u64)port"),
+            "    " + sm_set("packet_length", "(u64)len"),
+            "    " + sm_set("ingress_global_timestamp", "now & 0xFFFFFFFFFFFFull"),
+            "    X->in = data; X->in_len = len; X->off = 0; X->perr = -2;",
+            "    X->pkt_len = (u64)len; X->trunc = 0; X->dig_req = -1; X->exited = 0;",
+            "    P_parser(X);",
+            "    if (X->perr >= 0) {",
+            "        " + sm_set("parser_error", "(u64)X->perr"),
+            "        X->stats[ST_PARSER_ERRORS]++;",
+            "    }",
+            "    int payload = X->off;",
+            "    X->exited = 0; C_verify_checksum(X);",
+            "    " + sm_set("checksum_error", "0"),
+            "    X->exited = 0; C_ingress(X);",
+            "    if (X->dig_req != -1) flush_digest(X);",
+            "    r[1] = (int)X->sm.f_ingress_port;",
+            f"    if (X->sm.f_egress_spec == {DROP_PORT})",
+            "        return 1 | "
+            + ("(X->sm.f_parser_error ? 16 : 0);" if "parser_error" in smf else "0;"),
+            "    " + sm_set("instance_type", "0"),
+            "    int eport = (int)X->sm.f_egress_spec;",
+            "    u64 itrunc = X->trunc;",
+            "    X->sm.f_egress_port = (u64)eport; X->sm.f_egress_spec = 0;",
+            "    " + sm_set("egress_global_timestamp", "now & 0xFFFFFFFFFFFFull"),
+            "    X->pkt_len = X->sm.f_packet_length; X->trunc = 0; X->exited = 0;",
+            "    C_egress(X);",
+            "    r[1] = eport;",
+            f"    if (X->sm.f_egress_spec == {DROP_PORT}) return 2;",
+            "    X->exited = 0; C_compute_checksum(X);",
+            "    X->out = out; X->olen = 0;",
+            "    C_deparser(X);",
+            "    memcpy(out + X->olen, data + payload, (size_t)(len - payload));",
+            "    u64 n = (u64)(X->olen + len - payload);",
+            "    if (X->trunc && n > X->trunc) n = X->trunc;",
+            "    if (itrunc && n > itrunc) n = itrunc;",
+            "    r[3] = (int)n;",
+            "    return 0;",
+            "}",
+            DRIVER,
+        ]
+        return "\n".join(parts) + "\n"
+
+
+def _is_lvalue_path(e: ast.Expr) -> bool:
+    while isinstance(e, (ast.Member, ast.Index)):
+        if isinstance(e, ast.Member) and e.ref is not None:
+            return False
+        e = e.expr
+    return isinstance(e, ast.Name) and isinstance(e.ref, Sym) and e.ref.kind in ("var", "param")
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    """Every syntax node under ``node`` (itself included)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, ast.Node):
+            stack.extend(ast.children(n))
+
+
+def generate_c(program: CompiledProgram) -> NativeProgram:
+    """The C translation unit of ``program``.
+
+    Raises:
+        Unsupported: the program uses a construct the C generator does not translate.
+    """
+    return CGen(program).generate()
+
+
+__all__ = ["generate_c", "NativeProgram", "NativeTable", "Unsupported"]

@@ -1,0 +1,393 @@
+"""The native executor: :class:`NativeSwitch` runs whole packets in the generated C.
+
+It is a :class:`~switch.pipeline.v1model.V1Switch` (same constructor, same ``state``,
+``counters`` and ``drops``) whose :meth:`process` and :meth:`process_batch` run parser,
+ingress, egress and deparser in C. ``ingress_pass``/``egress_pass`` (the traffic manager's
+split of the pipeline, used by :mod:`switch.device`) stay those of the Python executor; both
+work on the same state:
+
+- registers and counters: the Python objects' lists are replaced by C arrays that both
+  executors use (re-bound if something replaces them);
+- tables: the C copy is reloaded from the Python :class:`~switch.pipeline.tables.Table` after
+  any write (its ``listeners``), and tables using an action profile whenever the profile's
+  members or groups differ from what was loaded;
+- digests and extern index errors are handed to the Python state after every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from switch.compile import CompiledProgram
+from switch.native.cgen import NativeProgram, NativeTable
+from switch.pipeline.drops import DropCounters, DropReason
+from switch.pipeline.profiles import ActionProfile
+from switch.pipeline.state import SwitchState
+from switch.pipeline.tables import Table, TableEntry
+from switch.pipeline.v1model import V1Switch
+from switch.pipeline.validate import prefix_mask
+from switch.schema import ActionCall, MatchKind
+
+log = logging.getLogger("tailfabric.switch")
+
+CHUNK = 256  # packets per call into C
+MAX_FRAME = 16384
+ST_RECEIVED, ST_SENT, ST_DROPPED, ST_PARSER_ERRORS, ST_EGRESS_DIGESTS_IGNORED = range(5)
+ST_DIGESTS, ST_EXT_ERRORS, ST_N = 5, 6, 7
+_M64 = (1 << 64) - 1
+
+
+class NativeSwitch(V1Switch):
+    """A v1model switch whose whole-packet path runs in the program's generated C."""
+
+    native = True
+
+    def __init__(
+        self,
+        program: CompiledProgram,
+        built: tuple[NativeProgram, Any],
+        state: SwitchState | None = None,
+        *,
+        seed: int = 0,
+        clock: Callable[[], int] | None = None,
+        drops: DropCounters | None = None,
+    ) -> None:
+        super().__init__(program, state, seed=seed, clock=clock, drops=drops)
+        self.native_program, mod = built
+        ffi, lib = mod.ffi, mod.lib
+        self._ffi, self._lib = ffi, lib
+        self._x = ffi.gc(lib.tf_new(), lib.tf_free)
+        if self._x == ffi.NULL:
+            raise MemoryError("tf_new")
+        self._handle = ffi.new_handle(self)
+        lib.tf_set_handle(self._x, self._handle)
+        npg = self.native_program
+        self._stats = ffi.new("uint64_t[]", ST_N)
+        self._ext_err = ffi.new("uint64_t[]", max(len(npg.externs), 1))
+        self._dig = ffi.new("uint64_t[]", CHUNK * npg.digest_stride)
+        lib.tf_bind_stats(self._x, self._stats, self._ext_err, self._dig, CHUNK)
+        self._bound: list[tuple[Any, str, Any]] = []  # (object, attribute, C array)
+        for k, (kind, fq, size) in enumerate(npg.externs):
+            if kind == "counter":
+                c = self.state.counters[fq]
+                a = self._share(c, "packets", size)
+                b = self._share(c, "bytes", size)
+                lib.tf_bind(self._x, k, a, b)
+            else:
+                r = self.state.registers[fq]
+                a = self._share(r, "values", size)
+                lib.tf_bind(self._x, k, a, ffi.NULL)
+        self._dirty: set[int] = set(range(len(npg.tables)))
+        self._profile_sig: dict[int, object] = {}
+        self._tables: list[tuple[NativeTable, Table]] = []
+        for nt in npg.tables:
+            t = self.state.tables[nt.fqname]
+            dirty = self._dirty
+            t.listeners.append(lambda i=nt.index, d=dirty: d.add(i))  # type: ignore[misc]
+            self._tables.append((nt, t))
+        self._indirect = [
+            (nt, t) for nt, t in self._tables if t.profile is not None and t.spec.implementation
+        ]
+        self._res = ffi.new("int[]", 4 * CHUNK)
+        self._out_cap = CHUNK * (MAX_FRAME + npg.max_header_bytes)
+        self._out = ffi.new("uint8_t[]", self._out_cap)
+        self._out_buf = ffi.buffer(self._out)
+
+    # -- shared state ----------------------------------------------------------------------
+
+    def _share(self, obj: Any, attr: str, size: int) -> Any:
+        """Replace ``obj.attr`` (a list of ints) by a C array with the same values."""
+        arr = self._ffi.new("uint64_t[]", size)
+        cur = getattr(obj, attr)
+        for i, v in enumerate(cur):
+            if v:
+                arr[i] = v & _M64
+        setattr(obj, attr, arr)
+        self._bound.append((obj, attr, arr))
+        return arr
+
+    def _rebind(self) -> None:
+        """Lists replaced behind our back (state carried over, reset by assignment): share
+        the new values."""
+        for j, (obj, attr, arr) in enumerate(self._bound):
+            cur = getattr(obj, attr)
+            if cur is not arr:
+                size = len(arr)
+                for i in range(size):
+                    arr[i] = (cur[i] if i < len(cur) else 0) & _M64
+                setattr(obj, attr, arr)
+                self._bound[j] = (obj, attr, arr)
+
+    def _profiles_changed(self) -> None:
+        for nt, t in self._indirect:
+            prof = t.profile
+            assert prof is not None
+            sig = _profile_signature(prof)
+            if self._profile_sig.get(nt.index) != sig:
+                self._profile_sig[nt.index] = sig
+                self._dirty.add(nt.index)
+
+    def _sync(self) -> None:
+        for obj, attr, arr in self._bound:
+            if getattr(obj, attr) is not arr:
+                self._rebind()
+                break
+        if self._indirect:
+            self._profiles_changed()
+        if self._dirty:
+            for i in sorted(self._dirty):
+                nt, t = self._tables[i]
+                self._load(nt, t)
+            self._dirty.clear()
+
+    def _load(self, nt: NativeTable, t: Table) -> None:
+        ffi = self._ffi
+        kinds = nt.kinds
+        nk = len(kinds)
+        entries = t.entries()
+        ternary = t.spec.needs_priority
+        lpm = [i for i, k in enumerate(kinds) if k is MatchKind.LPM]
+        if ternary:
+            order = sorted(entries, key=lambda e: -e.priority)  # stable: insertion order ties
+            early = 0
+        elif lpm:
+            li = lpm[0]
+            order = sorted(entries, key=lambda e: -_pair(e.match[li])[1])
+            early = 1
+        else:
+            order = list(entries)
+            early = 1
+        kv: list[int] = []
+        kr: list[int] = []
+        cls: list[int] = []
+        classes: dict[tuple[int, ...], int] = {}
+        act: list[int] = []
+        args: list[int] = []
+        goff: list[int] = []
+        gn: list[int] = []
+        mact: list[int] = []
+        margs: list[int] = []
+        for e in order:
+            values, masks, ranged = _key_of(e, kinds, nt.widths)
+            for v, m in zip(values, masks):
+                kv += (v >> 64, v & _M64)
+                kr += (m >> 64, m & _M64)
+            if ranged:
+                cls.append(-1)
+            else:
+                cls.append(classes.setdefault(tuple(masks), len(classes)))
+            calls = self._entry_calls(t, e)
+            if calls is None:
+                act.append(-2)
+                goff.append(len(mact))
+                gn.append(0)
+            elif isinstance(calls, list):
+                act.append(-2)
+                goff.append(len(mact))
+                gn.append(len(calls))
+                for c in calls:
+                    mact.append(nt.actions.get(c.name, -1))
+                    margs += _args(c, nt.nargs)
+            else:
+                act.append(nt.actions.get(calls.name, -1))
+                goff.append(0)
+                gn.append(0)
+            if calls is None or isinstance(calls, list):
+                args += [0] * (2 * nt.nargs)
+            else:
+                args += _args(calls, nt.nargs)
+        cls_mask: list[int] = []
+        for masks in classes:
+            for m in masks:
+                cls_mask += (m >> 64, m & _M64)
+        d = t.default
+        rc = self._lib.tf_table_load(
+            self._x,
+            nt.index,
+            len(order),
+            ffi.new("uint64_t[]", kv or [0]),
+            ffi.new("uint64_t[]", kr or [0]),
+            ffi.new("int[]", cls or [0]),
+            len(classes),
+            ffi.new("uint64_t[]", cls_mask or [0]),
+            ffi.new("int[]", act or [0]),
+            ffi.new("uint64_t[]", args or [0]),
+            ffi.new("int[]", goff or [0]),
+            ffi.new("int[]", gn or [0]),
+            ffi.new("int[]", mact or [0]),
+            ffi.new("uint64_t[]", margs or [0]),
+            nt.actions.get(d.name, -1),
+            ffi.new("uint64_t[]", _args(d, nt.nargs)),
+            early,
+        )
+        if rc != 0:
+            raise MemoryError(f"loading table {nt.fqname} into the native executor")
+        del nk
+
+    @staticmethod
+    def _entry_calls(t: Table, e: TableEntry) -> ActionCall | list[ActionCall] | None:
+        """The entry's action, or the members of its group (None: an unknown member)."""
+        if e.action is not None:
+            return e.action
+        prof = t.profile
+        if prof is None:
+            return None
+        if e.member_id is not None:
+            m = prof.members.get(e.member_id)
+            return [m] if m is not None else []
+        if e.group_id is not None:
+            return list(prof._expanded.get(e.group_id, ()))
+        return None
+
+    # -- packets ---------------------------------------------------------------------------
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """Run one packet through the switch (in C) with a zero-delay traffic manager."""
+        return self.process_batch(((port, data),))
+
+    def process_batch(self, packets: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """Run many packets, in order; their outputs in order (as ``process`` one by one)."""
+        out: list[tuple[int, bytes]] = []
+        n = len(packets)
+        i = 0
+        while i < n:
+            chunk = packets[i : i + CHUNK]
+            i += self._run(chunk, out)
+        return out
+
+    def _run(self, chunk: Sequence[tuple[int, bytes]], out: list[tuple[int, bytes]]) -> int:
+        ffi, lib = self._ffi, self._lib
+        self._sync()
+        ports = [p for p, _ in chunk]
+        frames = [d for _, d in chunk]
+        for f in frames:
+            if len(f) > MAX_FRAME:
+                raise ValueError(f"frame of {len(f)} bytes (at most {MAX_FRAME})")
+        buf = b"".join(frames)
+        offs = list(itertools.accumulate(map(len, frames), initial=0))
+        stats = self._stats
+        before = (stats[ST_DROPPED], stats[ST_PARSER_ERRORS])
+        done = lib.tf_run(
+            self._x,
+            len(chunk),
+            ffi.new("int[]", ports),
+            ffi.from_buffer(buf),
+            ffi.new("int[]", offs),
+            self.clock(),
+            self._out,
+            self._out_cap,
+            self._res,
+        )
+        res = ffi.unpack(self._res, 4 * done)
+        end = 0
+        if done:
+            last = 4 * (done - 1)
+            end = res[last + 2] + res[last + 3]
+        data = self._out_buf[0:end]
+        c = self.counters
+        c.received += done
+        for j in range(0, 4 * done, 4):
+            st = res[j]
+            if st == 0:
+                o = res[j + 2]
+                out.append((res[j + 1], data[o : o + res[j + 3]]))
+            elif st & 15 == 1:
+                reason = DropReason.PARSER_ERROR if st & 16 else DropReason.INGRESS_DROP
+                self.drops.count(reason, res[j + 1])
+            else:
+                self.drops.count(DropReason.EGRESS_DROP, res[j + 1])
+        c.dropped += stats[ST_DROPPED] - before[0]
+        c.parser_errors += stats[ST_PARSER_ERRORS] - before[1]
+        c.sent += done - (stats[ST_DROPPED] - before[0])
+        if stats[ST_DIGESTS]:
+            self._flush_digests()
+        if stats[ST_EXT_ERRORS]:
+            self._flush_errors()
+        if stats[ST_EGRESS_DIGESTS_IGNORED]:
+            self.rt.egress_digests_ignored += stats[ST_EGRESS_DIGESTS_IGNORED]
+            stats[ST_EGRESS_DIGESTS_IGNORED] = 0
+        if done == 0:
+            raise RuntimeError("the native executor made no progress")
+        return int(done)
+
+    def _flush_digests(self) -> None:
+        npg = self.native_program
+        stride = npg.digest_stride
+        n = self._stats[ST_DIGESTS]
+        words = self._ffi.unpack(self._dig, n * stride)
+        for r in range(n):
+            rec = words[r * stride : (r + 1) * stride]
+            name, nf = npg.digests[rec[0]]
+            values = tuple((rec[1 + 2 * j] << 64) | rec[2 + 2 * j] for j in range(nf))
+            self.state.push_digest(name, values)
+        self._stats[ST_DIGESTS] = 0
+
+    def _flush_errors(self) -> None:
+        for k, (kind, fq, _size) in enumerate(self.native_program.externs):
+            e = self._ext_err[k]
+            if e:
+                obj: Any = (
+                    self.state.counters[fq] if kind == "counter" else self.state.registers[fq]
+                )
+                obj.errors += e
+                self._ext_err[k] = 0
+        self._stats[ST_EXT_ERRORS] = 0
+
+
+def _profile_signature(prof: ActionProfile) -> object:
+    return (
+        tuple(prof.members.items()),
+        tuple((g, tuple(m)) for g, m in prof._expanded.items()),
+    )
+
+
+def _pair(v: object) -> tuple[int, int]:
+    assert isinstance(v, tuple)
+    return int(v[0]), int(v[1])
+
+
+def _key_of(
+    e: TableEntry, kinds: tuple[MatchKind, ...], widths: tuple[int, ...]
+) -> tuple[list[int], list[int], bool]:
+    """(value or range low, mask or range high) per key, and whether a key is a range."""
+    values: list[int] = []
+    masks: list[int] = []
+    ranged = False
+    for v, k, w in zip(e.match, kinds, widths):
+        full = (1 << w) - 1
+        if k is MatchKind.EXACT:
+            values.append(int(v))  # type: ignore[call-overload]
+            masks.append(full)
+        elif k is MatchKind.LPM:
+            val, plen = _pair(v)
+            values.append(val)
+            masks.append(prefix_mask(plen, w))
+        elif k is MatchKind.TERNARY:
+            val, m = _pair(v)
+            values.append(val)
+            masks.append(m)
+        elif k is MatchKind.OPTIONAL:
+            if v is None:
+                values.append(0)
+                masks.append(0)
+            else:
+                values.append(int(v))  # type: ignore[call-overload]
+                masks.append(full)
+        else:  # RANGE
+            lo, hi = _pair(v)
+            values.append(lo)
+            masks.append(hi)
+            ranged = True
+    return values, masks, ranged
+
+
+def _args(call: ActionCall, nargs: int) -> list[int]:
+    out: list[int] = []
+    vals = list(call.args) + [0] * (nargs - len(call.args))
+    for v in vals[:nargs]:
+        iv = int(v)
+        out += (iv >> 64, iv & _M64)
+    return out

@@ -1,0 +1,342 @@
+"""The hand-written C every generated program shares: bit access, tables, hashes and the API.
+
+:data:`RUNTIME` goes before the generated code, :data:`DRIVER` after it (it calls the
+generated ``P_parser`` ... ``D_deparser``). :data:`CDEF` is what Python sees through cffi: only
+64-bit integers cross the boundary (128-bit values travel as (high, low) pairs).
+"""
+
+from __future__ import annotations
+
+CDEF = """
+typedef struct tf_sw tf_sw;
+tf_sw *tf_new(void);
+void tf_free(tf_sw *X);
+void tf_set_handle(tf_sw *X, void *h);
+void tf_bind(tf_sw *X, int idx, uint64_t *a, uint64_t *b);
+void tf_bind_stats(tf_sw *X, uint64_t *stats, uint64_t *ext_errors, uint64_t *digests,
+                   int digest_cap);
+int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr,
+                  const int *cls, int ncls, const uint64_t *cls_mask, const int *act,
+                  const uint64_t *args, const int *goff, const int *gn, const int *mact,
+                  const uint64_t *margs, int def_act, const uint64_t *def_args, int early);
+int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_off,
+           uint64_t now, uint8_t *out, int out_cap, int *res);
+int tf_max_growth(void);
+extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
+"""
+
+RUNTIME = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tf_sw tf_sw;
+static uint64_t tf_py_random(void *, uint64_t, uint64_t);  /* extern "Python" (cffi) */
+typedef unsigned __int128 u128;
+typedef uint8_t u8;
+typedef uint64_t u64;
+
+#define U128(hi, lo) ((((u128)(hi)) << 64) | (u128)(lo))
+#define MASKW(w) ((w) >= 128 ? ~(u128)0 : ((((u128)1) << (w)) - 1))
+
+enum { ST_RECEIVED, ST_SENT, ST_DROPPED, ST_PARSER_ERRORS, ST_EGRESS_DIGESTS_IGNORED,
+       ST_DIGESTS, ST_EXT_ERRORS, ST_N };
+
+static inline u128 getbits(const u8 *p, unsigned off, unsigned w) {
+    unsigned first = off >> 3, last = (off + w - 1) >> 3;
+    u128 v = 0;
+    for (unsigned i = first; i <= last; i++) v = (v << 8) | p[i];
+    v >>= 8 * (last + 1) - (off + w);
+    return v & MASKW(w);
+}
+
+static inline void putbits(u8 *p, unsigned off, unsigned w, u128 v) {
+    unsigned first = off >> 3, last = (off + w - 1) >> 3;
+    u128 x = (v & MASKW(w)) << (8 * (last + 1) - (off + w));
+    for (int i = (int)last; i >= (int)first; i--) { p[i] |= (u8)x; x >>= 8; }
+}
+
+static inline u128 shl(u128 a, u128 b, unsigned w) { return b >= w ? 0 : (a << b) & MASKW(w); }
+static inline u128 shr(u128 a, u128 b) { return b >= 128 ? 0 : a >> b; }
+static inline u128 divz(u128 a, u128 b) { return b ? a / b : 0; }
+static inline u128 modz(u128 a, u128 b) { return b ? a % b : 0; }
+static inline u128 sat_add(u128 a, u128 b, u128 m) { u128 s = a + b; return s > m ? m : s; }
+static inline u128 sat_sub(u128 a, u128 b) { return a > b ? a - b : 0; }
+
+/* -- hashes (BMv2's calculations: crc16 is CRC-16/ARC, crc32 the Ethernet CRC) ----------- */
+
+static u64 crc16_arc(const u8 *d, int n) {
+    unsigned c = 0;
+    for (int i = 0; i < n; i++) {
+        c ^= d[i];
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xA001 : c >> 1;
+    }
+    return c & 0xFFFF;
+}
+
+static u64 crc32_eth(const u8 *d, int n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (int i = 0; i < n; i++) {
+        c ^= d[i];
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+enum { ALGO_NONE, ALGO_CRC16, ALGO_CRC32, ALGO_IDENTITY };
+
+static u64 hash_bytes(int algo, const u8 *d, int n) {
+    if (algo == ALGO_CRC16) return crc16_arc(d, n);
+    if (algo == ALGO_CRC32) return crc32_eth(d, n);
+    u64 v = 0;
+    for (int i = 0; i < n && i < 8; i++) v = (v << 8) | d[i];
+    return v;
+}
+
+/* fields MSB first, padding zero bits at the end of the last byte (pack_bits) */
+static int pack_fields(u8 *buf, const u128 *v, const int *w, int n) {
+    int total = 0;
+    for (int i = 0; i < n; i++) total += w[i];
+    int nbytes = (total + 7) / 8;
+    memset(buf, 0, nbytes);
+    int off = 0;
+    for (int i = 0; i < n; i++) { if (w[i]) putbits(buf, off, w[i], v[i]); off += w[i]; }
+    return nbytes;
+}
+
+/* -- tables ---------------------------------------------------------------------------------
+ * Entries come sorted by rank (the best first). Entries without a range key live in classes
+ * of one mask each (a hash of masked value -> best entry); ranged entries are scanned. With
+ * `early`, the first class that hits holds the best entry (exact and LPM tables). */
+
+#define MAXK 16
+#define MAXSEL 16
+
+typedef struct {
+    int nk, nargs, nsel, algo;
+    const u8 *is_range;
+    const int *selw;
+    int n, ncls, nranged, early;
+    u128 *kv, *kr;         /* n*nk: value (or range lo), range hi */
+    int *cls_of;           /* n: class, -1 for ranged */
+    u128 *cls_mask;        /* ncls*nk */
+    int *cap, **slots;     /* per class: hash capacity and slots (entry index or -1) */
+    int *ranged;           /* nranged, ascending */
+    int *act;              /* n: action index, -1 no-op, -2 group */
+    u128 *args;            /* n*nargs */
+    int *goff, *gn;        /* group entries: members */
+    int *mact; u128 *margs;
+    int nmem;
+    int def_act;
+    u128 *def_args;
+} tf_table;
+
+static u64 mix(u64 h, u128 v) {
+    h ^= (u64)v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (u64)(v >> 64) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xFF51AFD7ED558CCDull;
+}
+
+static void table_free(tf_table *t) {
+    free(t->kv); free(t->kr); free(t->cls_of); free(t->cls_mask); free(t->ranged);
+    free(t->act); free(t->args); free(t->goff); free(t->gn); free(t->mact); free(t->margs);
+    free(t->def_args);
+    if (t->slots) for (int c = 0; c < t->ncls; c++) free(t->slots[c]);
+    free(t->slots); free(t->cap);
+    t->kv = t->kr = t->cls_mask = t->args = t->margs = t->def_args = NULL;
+    t->cls_of = t->ranged = t->act = t->goff = t->gn = t->mact = t->cap = NULL;
+    t->slots = NULL;
+    t->n = t->ncls = t->nranged = t->nmem = 0;
+}
+
+static int entry_matches_class(const tf_table *t, int e, const u128 *mk) {
+    for (int k = 0; k < t->nk; k++) if (t->kv[e * t->nk + k] != mk[k]) return 0;
+    return 1;
+}
+
+static int table_lookup(const tf_table *t, const u128 *key) {
+    int best = 0x7FFFFFFF;
+    u128 mk[MAXK];
+    for (int c = 0; c < t->ncls; c++) {
+        const u128 *m = t->cls_mask + c * t->nk;
+        u64 h = 0;
+        for (int k = 0; k < t->nk; k++) { mk[k] = key[k] & m[k]; h = mix(h, mk[k]); }
+        int cap = t->cap[c];
+        const int *s = t->slots[c];
+        for (int i = 0; i < cap; i++) {
+            int e = s[(h + i) & (cap - 1)];
+            if (e < 0) break;
+            if (entry_matches_class(t, e, mk)) { if (e < best) best = e; break; }
+        }
+        if (t->early && best != 0x7FFFFFFF) return best;
+    }
+    for (int i = 0; i < t->nranged; i++) {
+        int e = t->ranged[i];
+        if (e >= best) break;
+        int ok = 1;
+        const u128 *m = t->cls_mask + (t->ncls) * t->nk + i * t->nk; /* per-ranged masks */
+        for (int k = 0; k < t->nk && ok; k++) {
+            u128 v = t->kv[e * t->nk + k];
+            if (t->is_range[k]) ok = v <= key[k] && key[k] <= t->kr[e * t->nk + k];
+            else ok = (key[k] & m[k]) == v;
+        }
+        if (ok) { best = e; break; }
+    }
+    return best == 0x7FFFFFFF ? -1 : best;
+}
+
+/* the action of a lookup: returns (hit << 16) | action index (0xFFFF for the no-op) */
+static int table_apply(const tf_table *t, const u128 *key, const u128 *sel, const u128 **args) {
+    int e = t->n ? table_lookup(t, key) : -1;
+    if (e >= 0) {
+        int a = t->act[e];
+        if (a != -2) { *args = t->args + e * t->nargs; return (1 << 16) | (a & 0xFFFF); }
+        int n = t->gn[e];
+        if (n > 0) {
+            int m = 0;
+            if (n > 1) {
+                u8 buf[MAXSEL * 16 + 1];
+                int nb = pack_fields(buf, sel, t->selw, t->nsel);
+                m = (int)(hash_bytes(t->algo, buf, nb) % (u64)n);
+            }
+            int mi = t->goff[e] + m;
+            *args = t->margs + mi * t->nargs;
+            return (1 << 16) | (t->mact[mi] & 0xFFFF);
+        }
+    }
+    *args = t->def_args;
+    return t->def_act & 0xFFFF;
+}
+
+static int table_load(tf_table *t, int n, const u64 *kv, const u64 *kr, const int *cls,
+                      int ncls, const u64 *cls_mask, const int *act, const u64 *args,
+                      const int *goff, const int *gn, const int *mact, const u64 *margs,
+                      int def_act, const u64 *def_args, int early) {
+    int nk = t->nk, na = t->nargs;
+    table_free(t);
+    t->n = n; t->ncls = ncls; t->early = early; t->def_act = def_act;
+    int nr = 0, nmem = 0;
+    for (int e = 0; e < n; e++) {
+        if (cls[e] < 0) nr++;
+        if (act[e] == -2 && gn[e] > 0 && goff[e] + gn[e] > nmem) nmem = goff[e] + gn[e];
+    }
+    t->nranged = nr; t->nmem = nmem;
+    t->kv = calloc((size_t)n * nk + 1, sizeof(u128));
+    t->kr = calloc((size_t)n * nk + 1, sizeof(u128));
+    t->cls_of = calloc((size_t)n + 1, sizeof(int));
+    t->cls_mask = calloc((size_t)(ncls + nr) * nk + 1, sizeof(u128));
+    t->ranged = calloc((size_t)nr + 1, sizeof(int));
+    t->act = calloc((size_t)n + 1, sizeof(int));
+    t->args = calloc((size_t)n * na + 1, sizeof(u128));
+    t->goff = calloc((size_t)n + 1, sizeof(int));
+    t->gn = calloc((size_t)n + 1, sizeof(int));
+    t->mact = calloc((size_t)nmem + 1, sizeof(int));
+    t->margs = calloc((size_t)nmem * na + 1, sizeof(u128));
+    t->def_args = calloc((size_t)na + 1, sizeof(u128));
+    t->cap = calloc((size_t)ncls + 1, sizeof(int));
+    t->slots = calloc((size_t)ncls + 1, sizeof(int *));
+    if (!t->kv || !t->kr || !t->cls_of || !t->cls_mask || !t->ranged || !t->act || !t->args
+        || !t->goff || !t->gn || !t->mact || !t->margs || !t->def_args || !t->cap || !t->slots)
+        return -1;
+    for (int i = 0; i < n * nk; i++) {
+        t->kv[i] = U128(kv[2 * i], kv[2 * i + 1]);
+        t->kr[i] = U128(kr[2 * i], kr[2 * i + 1]);
+    }
+    for (int i = 0; i < ncls * nk; i++) t->cls_mask[i] = U128(cls_mask[2 * i], cls_mask[2 * i + 1]);
+    for (int i = 0; i < n * na; i++) t->args[i] = U128(args[2 * i], args[2 * i + 1]);
+    for (int i = 0; i < nmem; i++) t->mact[i] = mact[i];
+    for (int i = 0; i < nmem * na; i++) t->margs[i] = U128(margs[2 * i], margs[2 * i + 1]);
+    for (int i = 0; i < na; i++) t->def_args[i] = U128(def_args[2 * i], def_args[2 * i + 1]);
+    int r = 0;
+    for (int e = 0; e < n; e++) {
+        t->cls_of[e] = cls[e]; t->act[e] = act[e]; t->goff[e] = goff[e]; t->gn[e] = gn[e];
+        if (cls[e] < 0) {
+            /* ranged entries keep their own masks after the class masks (kr holds the
+               mask of a non-range key: see the Python loader) */
+            u128 *m = t->cls_mask + (ncls + r) * nk;
+            for (int k = 0; k < nk; k++) m[k] = t->is_range[k] ? 0 : t->kr[e * nk + k];
+            t->ranged[r++] = e;
+        }
+    }
+    for (int c = 0; c < ncls; c++) {
+        int cnt = 0;
+        for (int e = 0; e < n; e++) if (cls[e] == c) cnt++;
+        int cap = 4;
+        while (cap < 2 * cnt + 2) cap <<= 1;
+        t->cap[c] = cap;
+        t->slots[c] = malloc(sizeof(int) * (size_t)cap);
+        if (!t->slots[c]) return -1;
+        for (int i = 0; i < cap; i++) t->slots[c][i] = -1;
+        const u128 *m = t->cls_mask + c * nk;
+        for (int e = 0; e < n; e++) {
+            if (cls[e] != c) continue;
+            u64 h = 0;
+            for (int k = 0; k < nk; k++) h = mix(h, t->kv[e * nk + k] & m[k]);
+            for (int i = 0; i < cap; i++) {
+                int *s = &t->slots[c][(h + i) & (cap - 1)];
+                if (*s < 0) { *s = e; break; }
+                if (entry_matches_class(t, *s, t->kv + e * nk)) break; /* better one there */
+            }
+        }
+    }
+    return 0;
+}
+"""
+
+DRIVER = r"""
+tf_sw *tf_new(void) {
+    tf_sw *X = calloc(1, sizeof(tf_sw));
+    if (!X) return NULL;
+    tf_init_tables(X);
+    return X;
+}
+
+void tf_free(tf_sw *X) {
+    if (!X) return;
+    for (int i = 0; i < NTABLES; i++) table_free(&X->tables[i]);
+    free(X);
+}
+
+void tf_set_handle(tf_sw *X, void *h) { X->handle = h; }
+
+void tf_bind(tf_sw *X, int idx, uint64_t *a, uint64_t *b) {
+    if (idx >= 0 && idx < NEXTERNS) { X->ext_a[idx] = a; X->ext_b[idx] = b; }
+}
+
+void tf_bind_stats(tf_sw *X, uint64_t *stats, uint64_t *ext_errors, uint64_t *digests,
+                   int digest_cap) {
+    X->stats = stats; X->ext_err = ext_errors; X->dig = digests; X->dig_cap = digest_cap;
+}
+
+int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr,
+                  const int *cls, int ncls, const uint64_t *cls_mask, const int *act,
+                  const uint64_t *args, const int *goff, const int *gn, const int *mact,
+                  const uint64_t *margs, int def_act, const uint64_t *def_args, int early) {
+    if (t < 0 || t >= NTABLES) return -1;
+    return table_load(&X->tables[t], n, kv, kr, cls, ncls, cls_mask, act, args, goff, gn, mact,
+                      margs, def_act, def_args, early);
+}
+
+int tf_max_growth(void) { return MAX_HEADER_BYTES; }
+
+/* res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set,
+   egress port, output offset, output length */
+int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_off,
+           uint64_t now, uint8_t *out, int out_cap, int *res) {
+    int o = 0;
+    for (int i = 0; i < n; i++) {
+        const u8 *data = in + in_off[i];
+        int len = in_off[i + 1] - in_off[i];
+        int *r = res + 4 * i;
+        if (o + len + MAX_HEADER_BYTES > out_cap) return i;
+        if (X->stats[ST_DIGESTS] >= (u64)X->dig_cap) return i;
+        X->stats[ST_RECEIVED]++;
+        r[2] = o;
+        int st = run_packet(X, in_port[i], data, len, now, out + o, r);
+        r[0] = st;
+        if ((st & 15) == 0) { o += r[3]; X->stats[ST_SENT]++; }
+        else { r[3] = 0; X->stats[ST_DROPPED]++; }
+    }
+    return n;
+}
+"""
