@@ -63,8 +63,9 @@ class Counter:
         self.bytes[index] = nbytes
 
     def reset(self) -> None:
-        self.packets = [0] * self.size
-        self.bytes = [0] * self.size
+        # in place: the native executor shares these arrays (switch.native)
+        self.packets[0 : self.size] = [0] * self.size
+        self.bytes[0 : self.size] = [0] * self.size
         self.errors = 0
 
 
@@ -139,7 +140,7 @@ class Register:
         self.values[index] = self.wrap(value)
 
     def reset(self) -> None:
-        self.values = [0] * self.size
+        self.values[0 : self.size] = [0] * self.size  # in place, as Counter.reset
         self.errors = 0
 
 

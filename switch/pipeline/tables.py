@@ -145,6 +145,9 @@ class Table:
         # Microseconds now (set by the owner for idle-timeout tables; None: hits are not timed).
         self.hit_clock_us: Callable[[], int] | None = None
         self.default: ActionCall = spec.default_action
+        # called after every change of the entries or the default action (the native
+        # executor, switch.native, reloads its copy of the table then)
+        self.listeners: list[Callable[[], None]] = []
         for c in spec.const_entries:
             prio = c.priority if self._needs_priority else 0
             entry = self._validated(
@@ -321,9 +324,15 @@ class Table:
         self.default = check_action_call(
             f"table '{self.name}'", action, self._refs, self._actions, for_default=True
         )
+        self._changed()
 
     def reset_default(self) -> None:
         self.default = self.spec.default_action
+        self._changed()
+
+    def _changed(self) -> None:
+        for fn in self.listeners:
+            fn()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -383,6 +392,7 @@ class Table:
             bisect.insort(target, m, key=_rank)
             self._masked_by_entry[id(e)] = m
         self._cache.clear()
+        self._changed()
 
     def _remove(self, e: TableEntry) -> None:
         del self._entries[(e.match, e.priority)]
@@ -410,6 +420,7 @@ class Table:
                     if not by_value:
                         del self._by_mask[m.mask]
         self._cache.clear()
+        self._changed()
 
     def _rest(self, values: tuple[object, ...]) -> tuple[int, ...]:
         i = self._lpm_index
