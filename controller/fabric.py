@@ -13,9 +13,10 @@ Usage (what ``make fabric`` and ``tf-ctl serve`` do)::
         print(ctl.run_command(["fail", "plane", "1"]))   # what the Mininet CLI calls
 
 All state lives in one :class:`~controller.conditions.Conditions` value; every change computes
-the wanted entries of every switch (:func:`controller.routes.desired_entities`) and writes the
-difference (:meth:`controller.switches.SwitchSession.sync`), so commands are idempotent and a
-rejected one changes nothing. Conditions are saved to ``results/fabric/conditions.json``.
+the wanted entries of the switches it can change (:func:`controller.routes.affected_switches`,
+:func:`controller.routes.desired_entities`) and writes the difference
+(:meth:`controller.switches.SwitchSession.sync`), so commands are idempotent and a rejected one
+changes nothing. Conditions are saved to ``results/fabric/conditions.json``.
 
 Switch addresses: ``addresses`` if given, else ``grpc`` from ``results/fabric/state.json``,
 else ``127.0.0.1:<grpc_port>`` from the topology. Without a P4Info file (one-shot ``tf-ctl``)
@@ -46,7 +47,7 @@ from controller.errors import CommandError, ControllerError, FabricUnavailable
 from controller.linux import interface_exists, set_link
 from controller.p4rt import Arbitration, new_election_id
 from controller.processes import FabricProcesses
-from controller.routes import desired_entities
+from controller.routes import affected_switches, desired_entities
 from controller.schema import Schema, load_p4info, pipeline_cookie
 from controller.switches import SwitchSession, SyncResult, for_each, run_parallel
 from controller.telemetry import TelemetryCollector
@@ -284,9 +285,11 @@ class FabricController:
             raise FabricUnavailable("not connected (call connect() first)")
         return list(self.sessions.values())
 
-    def _sync(self, conditions: Conditions) -> SyncResult:
-        desired = desired_entities(self.wiring, self.config, conditions)
-        results = for_each(self._live(), lambda s: s.sync(desired[s.name]))
+    def _sync(self, conditions: Conditions, only: set[str] | None = None) -> SyncResult:
+        """Sync every switch (or those ``only`` names) to ``conditions``' entities."""
+        desired = desired_entities(self.wiring, self.config, conditions, only)
+        live = [s for s in self._live() if s.name in desired]
+        results = for_each(live, lambda s: s.sync(desired[s.name])) if live else {}
         total = SyncResult()
         for r in results.values():
             assert isinstance(r, SyncResult)
@@ -298,13 +301,15 @@ class FabricController:
         with self.lock:
             old = self.conditions
             self._check_phy(conditions)
+            # only the switches whose entities change are computed and written
+            only = affected_switches(self.wiring, self.config, old, conditions)
             try:
                 self._apply_phy(old, conditions, strict=True)
-                result = self._sync(conditions)
+                result = self._sync(conditions, only)
             except ControllerError:
                 try:
                     self._apply_phy(conditions, old, strict=False)
-                    self._sync(old)
+                    self._sync(old, only)
                 except ControllerError:
                     pass
                 raise

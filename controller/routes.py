@@ -31,6 +31,7 @@ matches its own /48 in ``my_sid``, shifts, and finds the next uSID in ``routes``
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 
 from controller import program as fp
 from controller.conditions import Conditions
@@ -264,12 +265,48 @@ def desired_entities(
     fabric: Fabric | Wiring,
     config: ControllerConfig | None = None,
     conditions: Conditions | None = None,
+    only: Iterable[str] | None = None,
 ) -> dict[str, EntityMap]:
-    """``{switch name: {key: entity}}`` for the whole fabric."""
+    """``{switch name: {key: entity}}`` for the whole fabric (or the switches ``only`` names)."""
     wiring = fabric if isinstance(fabric, Wiring) else Wiring(fabric)
     config = config or ControllerConfig()
     if conditions is None:
         conditions = Conditions(ecn_threshold_pkts=config.ecn_threshold_pkts)
+    wanted = None if only is None else set(only)
     return {
-        sw.name: switch_entities(wiring, sw, config, conditions) for sw in wiring.fabric.switches
+        sw.name: switch_entities(wiring, sw, config, conditions)
+        for sw in wiring.fabric.switches
+        if wanted is None or sw.name in wanted
     }
+
+
+def affected_switches(
+    wiring: Wiring, config: ControllerConfig, old: Conditions, new: Conditions
+) -> set[str]:
+    """The switches whose entities can differ between ``old`` and ``new`` (a superset; every
+    other switch's :func:`switch_entities` are the same under both), so a command computes and
+    writes only those:
+
+    * ECN or trim threshold changed: every switch (one entry per port);
+    * ``port_state``: the switches owning a port marked down in one and not the other;
+    * ``loss_inject``: the switches whose lossy ports or thresholds differ;
+    * ECMP groups (``ecmp_reroute``): every leaf of a plane where some port went down or up
+      (a leaf's group toward a remote leaf depends on its uplinks and the plane's spine
+      downlinks).
+    """
+    if (old.ecn_threshold_pkts, old.trim_threshold_pkts) != (
+        new.ecn_threshold_pkts,
+        new.trim_threshold_pkts,
+    ):
+        return {sw.name for sw in wiring.fabric.switches}
+    out = {name for name, _ in old.down_ends(wiring, phy=False) ^ new.down_ends(wiring, phy=False)}
+    losses_old = {(e.switch, e.port, e.threshold) for e in old.losses}
+    losses_new = {(e.switch, e.port, e.threshold) for e in new.losses}
+    out |= {switch for switch, _, _ in losses_old ^ losses_new}
+    changed = old.down_ends(wiring) ^ new.down_ends(wiring)
+    planes = {wiring.switches[name].plane for name, _ in changed}
+    if planes:
+        out |= {
+            sw.name for sw in wiring.fabric.switches if sw.role == "leaf" and sw.plane in planes
+        }
+    return out
