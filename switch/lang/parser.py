@@ -546,16 +546,17 @@ class Parser:
         return ast.PackageDecl(name.text, tparams, params, span=name.span)
 
     def parse_function_or_instantiation(self) -> ast.Node:
-        if not self.starts_type():
-            if self.tok.kind is Tok.IDENT:
-                raise self.error(f"unknown type '{self.tok.text}'")
-            raise self.error(f"expected a declaration, found {self.describe(self.tok)}")
-        # Instantiation: Type(args) name;  Function: RetType name(params) { ... }
-        # Variable: Type name [= init];
-        save = self.pos
+        # a generic function's return type may be one of its type parameters ('T f<T>(...)')
         tparams = self._peek_function_type_params()
         self.scoped_types.append(set(tparams))
         try:
+            if not self.starts_type():
+                if self.tok.kind is Tok.IDENT:
+                    raise self.error(f"unknown type '{self.tok.text}'")
+                raise self.error(f"expected a declaration, found {self.describe(self.tok)}")
+            # Instantiation: Type(args) name;  Function: RetType name(params) { ... }
+            # Variable: Type name [= init];
+            save = self.pos
             typ = self.parse_type()
         finally:
             self.scoped_types.pop()

@@ -139,6 +139,17 @@ class TypeVar(Type):
 
 
 @dataclass(eq=False)
+class GenericT(Type):
+    """A generic struct, header or header union: a type only with its type arguments, each
+    list of which makes its own (monomorphised) :class:`StructLikeT`."""
+
+    decl: Any  # ast.StructDecl | ast.HeaderDecl | ast.HeaderUnionDecl
+
+    def __str__(self) -> str:
+        return f"{self.decl.name}<{', '.join(self.decl.type_params)}>"
+
+
+@dataclass(eq=False)
 class ExternT(Type):
     decl: Any  # ast.ExternDecl
     type_args: dict[str, Type] = field(default_factory=dict)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.desugar import instantiate_direct_calls
@@ -39,8 +38,6 @@ def declare_params(
 
 
 def check_function(ck: Checker, d: ast.FunctionDecl, scope: Scope) -> None:
-    if d.type_params:
-        raise UnsupportedError("generic functions are not supported by this target", d.span)
     fscope = Scope(scope, owner=d)
     declare_params(ck, d.params, fscope, "local", d)
     ret = ck.resolve_type(d.ret, fscope)
@@ -79,8 +76,6 @@ def check_action(ck: Checker, d: ast.ActionDecl, scope: Scope) -> None:
 
 
 def check_parser(ck: Checker, d: ast.ParserDecl, scope: Scope) -> None:
-    if d.type_params:
-        raise UnsupportedError("generic parsers are not supported by this target", d.span)
     pscope = Scope(scope, owner=d)
     declare_params(ck, d.params, pscope, "local", d)
     declare_params(ck, d.ctor_params, pscope, "local", d)
@@ -126,8 +121,6 @@ def _check_transition(ck: Checker, tr: ast.Transition, targets: set[str], scope:
 
 
 def check_control(ck: Checker, d: ast.ControlDecl, scope: Scope) -> None:
-    if d.type_params:
-        raise UnsupportedError("generic controls are not supported by this target", d.span)
     cscope = Scope(scope, owner=d)
     declare_params(ck, d.params, cscope, "global", d)
     declare_params(ck, d.ctor_params, cscope, "global", d)

@@ -41,6 +41,8 @@ def check_call(ck: Checker, e: ast.Call, scope: Scope, expected: T.Type | None) 
         inner = ft.typ
         if isinstance(inner, (T.ExternT, T.BlockT)):
             # constructor call used as an expression (e.g. package arguments)
+            if isinstance(inner, T.BlockT) and getattr(inner.decl, "type_params", None):
+                inner = _block_type_args(ck, e, inner, scope, expected)
             info = check_constructor_call(ck, inner, e.args, scope, e)
             e.ref = info
             assert info.decl_type is not None
@@ -50,6 +52,33 @@ def check_call(ck: Checker, e: ast.Call, scope: Scope, expected: T.Type | None) 
         raise err(f"a value of type {ft} cannot be called", e)
     targs = [ck.resolve_type(t, scope) for t in e.type_args] if e.type_args else []
     return CALLS[ft.kind](ck, e, ft, targs, scope)
+
+
+def _block_type_args(
+    ck: Checker, e: ast.Call, bt: T.BlockT, scope: Scope, expected: T.Type | None
+) -> T.BlockT:
+    """``C<A>(...)`` or ``C(...)`` of a generic parser/control as an expression: the type
+    arguments written, else those its apply parameters get from the expected type (a package
+    parameter such as V1Switch's ``Egress<H, M>``, with H and M known from earlier arguments)."""
+    decl = bt.decl
+    bindings = dict(bt.type_args)
+    if e.type_args:
+        args = [ck.resolve_type(t, scope) for t in e.type_args]
+        bindings.update(zip(decl.type_params, args))
+    elif (
+        isinstance(expected, T.BlockT)
+        and expected.kind == bt.kind
+        and len(getattr(expected.decl, "params", [])) == len(decl.params)
+    ):
+        tscope = Scope(scope)
+        for tp in decl.type_params:
+            tscope.names[tp] = Sym(tp, "type", T.TypeVar(tp))
+        for p, want in zip(decl.params, block_param_types(ck, expected, scope)):
+            pt = ck.resolve_type(p.typ, tscope)
+            if isinstance(pt, T.TypeVar) and pt.name not in bindings:
+                if not isinstance(want, T.TypeVar):
+                    bindings[pt.name] = want
+    return T.BlockT(bt.kind, decl, bindings)
 
 
 def _method_of(e: ast.Call) -> ast.Member:
@@ -71,12 +100,38 @@ def _action(ck: Checker, e: ast.Call, ft: T.FuncT, targs: list[T.Type], scope: S
 
 def _function(ck: Checker, e: ast.Call, ft: T.FuncT, targs: list[T.Type], scope: Scope) -> T.Type:
     decl: ast.FunctionDecl = ft.decl
+    if decl.type_params:
+        return _generic_function(ck, e, decl, targs, scope)
     info = bind_args(ck, decl, decl.params, e.args, scope, e, {}, [])
     info.kind = CallKind.FUNCTION
     info.name = decl.name
     e.ref = info
     assert decl.ret_type is not None
     return decl.ret_type
+
+
+def _generic_function(
+    ck: Checker, e: ast.Call, decl: ast.FunctionDecl, targs: list[T.Type], scope: Scope
+) -> T.Type:
+    """A call of a generic function: its type arguments (written, or inferred from the
+    arguments) pick the function's copy for them, which the call then calls."""
+    bindings = dict(zip(decl.type_params, targs))
+    info = bind_args(ck, decl, decl.params, e.args, scope, e, bindings, decl.type_params)
+    missing = [p for p in decl.type_params if p not in bindings]
+    if missing:
+        raise err(
+            f"cannot infer type argument(s) {', '.join(missing)} of '{decl.name}'; "
+            "write them explicitly",
+            e,
+        )
+    spec: ast.FunctionDecl = ck.specialise(decl, [bindings[p] for p in decl.type_params], e)
+    info.kind = CallKind.FUNCTION
+    info.name = spec.name
+    info.decl = spec
+    info.params = list(spec.params)
+    e.ref = info
+    assert spec.ret_type is not None
+    return spec.ret_type
 
 
 def _extern_func(
@@ -329,8 +384,9 @@ def bind_args(
     # resolve parameter types with type variables
     tscope = Scope(scope)
     for tp in tparams:
-        tscope.names[tp] = Sym(tp, "type", T.TypeVar(tp))
-    ptypes = [ck.resolve_type(p.typ, tscope) for p in params]
+        # a type argument already known (written at the call) resolves as itself
+        tscope.names[tp] = Sym(tp, "type", bindings.get(tp) or T.TypeVar(tp))
+    ptypes = [_param_type(ck, p, tscope) for p in params]
     # first pass: check typed arguments and bind type variables
     for pt, a in zip(ptypes, by_pos):
         if a is None or a.value is None:
@@ -374,6 +430,16 @@ def bind_args(
         [a.value if a is not None else None for a in by_pos],
         bindings=dict(bindings),
     )
+
+
+def _param_type(ck: Checker, p: ast.Param, scope: Scope) -> T.Type:
+    """A parameter's type: as checked with its declaration (which also covers the copies of
+    generic declarations, whose type parameters only their own scope knows), else resolved."""
+    sym = p.ref
+    if sym is not None and sym.type is not None and not isinstance(sym.type, T.TypeVar):
+        t: T.Type = sym.type
+        return t
+    return ck.resolve_type(p.typ, scope)
 
 
 def _unify_block(
@@ -423,6 +489,20 @@ def check_constructor_call(
             ck, decl, params, args, scope, node, bindings, getattr(decl, "type_params", [])
         )
         info.kind = CallKind.CONSTRUCTOR
+        if isinstance(decl, (ast.ParserDecl, ast.ControlDecl)) and decl.type_params:
+            # a generic parser/control: the instance is of its copy for these type arguments
+            missing = [p for p in decl.type_params if p not in bindings]
+            if missing:
+                raise err(
+                    f"cannot infer type argument(s) {', '.join(missing)} of "
+                    f"'{decl.name}'; write them explicitly: {decl.name}<...>(...)",
+                    node,
+                )
+            spec = ck.specialise(decl, [bindings[p] for p in decl.type_params], node)
+            info.decl = spec
+            info.params = list(spec.ctor_params)
+            info.decl_type = T.BlockT(t.kind, spec, {})
+            return info
         info.decl_type = T.BlockT(t.kind, decl, bindings)
         return info
     raise err(f"type {t} cannot be instantiated", node)

@@ -28,6 +28,7 @@ from switch.lang.typecheck.coercion import coerce
 from switch.lang.typecheck.context import Context, err
 from switch.lang.typecheck.declarations import LOCALS, TOP_LEVEL
 from switch.lang.typecheck.expressions import EXPRESSIONS
+from switch.lang.typecheck.generics import specialise
 from switch.lang.typecheck.statements import STATEMENTS
 from switch.lang.typecheck.typerefs import TYPE_REFS
 
@@ -56,6 +57,9 @@ class Checker:
         self.ret_stack: list[T.Type | None] = []  # return type of the enclosing body
         self.context_stack: list[Context] = []
         self.loop_depth = 0  # for loops around the statement being checked (break/continue)
+        # monomorphised generic declarations (switch.lang.typecheck.generics)
+        self.specialised: dict[Any, Any] = {}
+        self.specialisation_count: dict[int, int] = {}
 
     def check(self, program: ast.Program) -> CheckedProgram:
         for decl in program.decls:
@@ -128,6 +132,11 @@ class Checker:
         t = rule(self, e, scope, expected)
         e.type = t
         return t
+
+    def specialise(self, decl: Any, args: list[T.Type], node: ast.Node) -> Any:
+        """The copy of a generic declaration for ``args`` (see
+        :mod:`~switch.lang.typecheck.generics`)."""
+        return specialise(self, decl, args, node)
 
     def resolve_type(self, tr: ast.TypeRef, scope: Scope) -> T.Type:
         """The semantic type of a written type."""

@@ -53,13 +53,26 @@ STRUCT_KINDS: dict[type[ast.Decl], str] = {
 def _struct_like(ck: Checker, d: ast.HeaderDecl | ast.StructDecl | ast.HeaderUnionDecl) -> None:
     kind = STRUCT_KINDS[type(d)]
     if d.type_params:
-        raise UnsupportedError(f"generic {kind} types are not supported", d.span)
+        # checked once per list of type arguments (switch.lang.typecheck.generics)
+        ck.declare(ck.root, Sym(d.name, "type", T.GenericT(d), d), d)
+        return
     t = T.StructLikeT(kind, d.name, annotations=d.annotations)
     _declare_type(ck, d, t)
+    fill_struct(ck, d, t, ck.root)
+
+
+def fill_struct(
+    ck: Checker,
+    d: ast.HeaderDecl | ast.StructDecl | ast.HeaderUnionDecl,
+    t: T.StructLikeT,
+    scope: Scope,
+) -> None:
+    """The fields of the struct-like type ``t`` declared by ``d``, resolved in ``scope``."""
+    kind = t.kind
     for f in d.fields:
         if f.name in t.fields:
             raise err(f"duplicate field '{f.name}' in {kind} {d.name}", f)
-        ft = ck.resolve_type(f.typ, ck.root)
+        ft = ck.resolve_type(f.typ, scope)
         if kind == "header":
             _check_header_field(f, ft)
             if isinstance(ft, T.VarbitT) and T.varbit_field(t) is not None:
@@ -184,7 +197,8 @@ def _local_const(ck: Checker, d: ast.ConstDecl, scope: Scope, storage: str) -> N
 
 def _function(ck: Checker, d: ast.FunctionDecl) -> None:
     sym = Sym(d.name, "function", T.FuncT(T.CallKind.FUNCTION, d), d)
-    check_function(ck, d, ck.root)
+    if not d.type_params:  # a generic one is checked per call's type arguments
+        check_function(ck, d, ck.root)
     ck.declare(ck.root, sym, d)
 
 
@@ -195,12 +209,14 @@ def _global_action(ck: Checker, d: ast.ActionDecl) -> None:
 
 def _parser(ck: Checker, d: ast.ParserDecl) -> None:
     _declare_type(ck, d, T.BlockT("parser", d))
-    check_parser(ck, d, ck.root)
+    if not d.type_params:  # a generic one is checked per instantiation's type arguments
+        check_parser(ck, d, ck.root)
 
 
 def _control(ck: Checker, d: ast.ControlDecl) -> None:
     _declare_type(ck, d, T.BlockT("control", d))
-    check_control(ck, d, ck.root)
+    if not d.type_params:
+        check_control(ck, d, ck.root)
 
 
 def check_instantiation(ck: Checker, d: ast.Instantiation, scope: Scope) -> T.Type:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from switch.errors import TypeError_, UnsupportedError
+from switch.errors import TypeError_
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import Scope, Sym
@@ -57,6 +57,11 @@ def _named(ck: Checker, tr: ast.NamedTypeRef, scope: Scope) -> T.Type:
         raise err(f"unknown type '{tr.name}'{scope.suggest(tr.name)}", tr)
     t = sym.type
     assert t is not None
+    if isinstance(t, T.GenericT):
+        if not tr.type_args:
+            raise err(f"generic type '{tr.name}' needs type arguments: {t}", tr)
+        st: T.Type = ck.specialise(t.decl, [ck.resolve_type(a, scope) for a in tr.type_args], tr)
+        return st
     if not tr.type_args:
         return t
     args = [ck.resolve_type(a, scope) for a in tr.type_args]
@@ -67,8 +72,6 @@ def _named(ck: Checker, tr: ast.NamedTypeRef, scope: Scope) -> T.Type:
         return T.ExternT(t.decl, dict(zip(params, args)))
     if isinstance(t, T.BlockT):
         return T.BlockT(t.kind, t.decl, dict(zip(t.decl.type_params, args)))
-    if isinstance(t, T.StructLikeT):
-        raise UnsupportedError("generic structs and headers are not supported", tr.span)
     raise err(f"type '{tr.name}' takes no type arguments", tr)
 
 
