@@ -42,7 +42,9 @@ extern packet_out {
 /* In a parser: if check is false, stop parsing with error toSignal. */
 extern void verify(in bool check, in error toSignal);
 
-/* The action that does nothing: the usual default action of a table. */
+/* The action that does nothing: the usual default action of a table (p4c gives it the same
+   annotation, which its P4Info repeats). */
+@noWarn("unused")
 action NoAction() {}
 
 /* Match kinds of table keys that every target supports. */
