@@ -9,6 +9,18 @@ One data-path thread receives frames from the ports, runs ingress, queues packet
 traffic manager, drains the queues at their configured rates through egress and transmits.
 The P4Runtime server and the runtime CLI (``tf-switch-cli``, on the ``--thrift-port``) change
 state from their own threads under the device lock, between batches of packets.
+
+The loop is event-driven (like NAPI in the kernel): an idle switch sleeps in ``poll`` on its
+ports' sockets (a PACKET_MMAP ring is readable once its head slot is the process's), the
+control plane's wake-up pipe and the next departure of a rate-limited queue, so it costs no
+CPU. A round that finds several frames means traffic is arriving faster than one wake-up per
+frame is worth: the loop then sleeps ``--coalesce-us`` (a timer, not the sockets) and reads
+the batch that gathered meanwhile, at most ``BATCH`` frames per round, until a round finds at
+most one frame and it goes back to ``poll``. Under overload the rings fill and the kernel
+drops at the ring (counted as ``rx_overrun``): the switch keeps forwarding at its own pace
+instead of spending itself on frames it will drop. ``--busy-poll US`` keeps spinning on the
+rings for US microseconds after the last frame instead of sleeping (for a switch pinned to a
+core of its own).
 """
 
 from __future__ import annotations
@@ -37,11 +49,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tailfabric.switch")
 
-BATCH = 64
-BUSY_POLL_S = 0.0002  # keep polling the rings this long after the last packet before sleeping
-WORK_GAP_GAIN = 1 / 8
+BATCH = 64  # frames per round at most (from all ports, fairly)
+COALESCE_US = 200  # default sleep between rounds while frames keep coming (microseconds)
+QUEUE_BURST_US = 200.0  # default burst allowance of rate-limited ports (microseconds)
 FINE_WAIT_S = 0.002  # waits shorter than this use select (microseconds), longer ones poll (ms)
-IDLE_WAIT_S = 0.2
+IDLE_WAIT_S = 1.0  # the longest sleep with nothing to do (a stop or a wake-up ends it sooner)
 DEFAULT_GRPC = "127.0.0.1:9559"
 LOG_LEVELS = {
     "trace": logging.DEBUG,
@@ -108,6 +120,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("-I", "--include", action="append", default=[], metavar="DIR")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random() extern")
+    ap.add_argument(
+        "--coalesce-us",
+        type=int,
+        default=COALESCE_US,
+        metavar="US",
+        help="while frames keep coming, sleep this long between rounds to read them in batches "
+        f"(default {COALESCE_US}; 0: wake up for every frame)",
+    )
+    ap.add_argument(
+        "--queue-burst-us",
+        type=float,
+        default=QUEUE_BURST_US,
+        metavar="US",
+        help="a rate-limited port may send packets up to US microseconds before their exact "
+        f"departure time, so fast links are not held to one packet per round (default "
+        f"{QUEUE_BURST_US:g}; the long-run rate is unchanged)",
+    )
+    ap.add_argument(
+        "--busy-poll",
+        type=int,
+        default=0,
+        metavar="US",
+        help="spin on the receive rings for US microseconds after the last frame instead of "
+        "sleeping (for a switch pinned to its own core; default 0: never spin)",
+    )
     ap.add_argument("--nanolog", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--notifications-addr", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--grpc-server-addr", default=None, help=argparse.SUPPRESS)
@@ -149,6 +186,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             raise UsageError(f"port {port} out of range (0..510; 511 is the drop port)")
         ports[port] = ifname
     args.ports = ports
+    if not 0 <= args.coalesce_us <= 100_000 or not 0 <= args.busy_poll <= 10_000_000:
+        raise UsageError("--coalesce-us must be 0..100000 and --busy-poll 0..10000000 (us)")
+    if not 0 <= args.queue_burst_us <= 1_000_000:
+        raise UsageError("--queue-burst-us must be 0..1000000 (us)")
     if args.cpu_port is not None and (args.cpu_port in ports or not 0 < args.cpu_port < 511):
         raise UsageError("--cpu-port must be 1..510 and not an interface port")
     return args
@@ -178,6 +219,7 @@ class SwitchDaemon:
             priority_queues=args.priority_queues,
             queue_depth=args.queue_depth,
             seed=args.seed,
+            queue_burst_us=args.queue_burst_us,
         )
         self.stopping = threading.Event()
         self.ports: PortSet | None = None
@@ -185,6 +227,9 @@ class SwitchDaemon:
         self.grpc: P4RuntimeServer | None = None
         self.cli: RuntimeCliServer | None = None
         self.loop_thread: threading.Thread | None = None
+        self.rounds = 0  # data-path rounds so far
+        self.sleeps = 0  # of those, followed by a coalescing sleep
+        self.polls = 0  # of those, followed by a wait in poll/select
         if args.queue_rate:
             from switch.device.sscli import parse_rate
 
@@ -257,11 +302,11 @@ class SwitchDaemon:
     def run_loop(self) -> None:
         """Receive a batch, run ingress, drain what the queues allow through egress, send.
 
-        Sleeps only when no frame is waiting and no queue may send yet, until the next
-        departure (a rate-limited port) to the microsecond: ``poll`` for whole milliseconds,
-        ``select`` for what is left under 2 ms. A PacketOut or a config change wakes it through
-        ``device.wakeup``. It busy-polls the rings (no system call) for a moment after work
-        only while work comes faster than that moment, i.e. at high packet rates.
+        Between rounds: another round at once if the last one filled a batch; a sleep of
+        ``--coalesce-us`` if it found more than one frame (or ``--busy-poll`` spinning while
+        within its window); else ``poll`` on the ports and the wake-up pipe until a frame, a
+        wake-up or the next departure of a rate-limited queue (to the microsecond: ``poll``
+        for whole milliseconds, ``select`` for what is left under 2 ms).
         """
         dev = self.device
         ports = self.ports
@@ -277,21 +322,25 @@ class SwitchDaemon:
         attached = set(self.args.ports)
         log_packets = log.isEnabledFor(logging.DEBUG)
         rings = [p for p in ports.ports if p.rx_mode == "ring"]
+        coalesce_s = self.args.coalesce_us / 1e6
+        busy_s = self.args.busy_poll / 1e6 if rings else 0.0
         last_work = 0.0
-        work_gap = 1.0  # running mean of the time between iterations that found work
+
+        def on_error(port: int, exc: BaseException) -> None:
+            log.error("packet from port %d dropped by an internal error", port, exc_info=exc)
+
         while not self.stopping.is_set():
+            self.rounds += 1
             frames = ports.recv_batch(BATCH)
-            with dev.lock:
+            if frames and (pcaps or log_packets):
                 for port, data in frames:
                     if pcaps:
                         pcaps[(port, "in")].write(data)
                     if log_packets:
                         log.debug("port %d: received %d bytes", port, len(data))
-                    try:
-                        dev.receive(port, data)
-                    except Exception:  # noqa: BLE001 - one bad packet must not stop the switch
-                        log.exception("packet from port %d dropped by an internal error", port)
-                        dev.drops.count(DropReason.INTERNAL_ERROR, port)
+            with dev.lock:
+                if frames:
+                    dev.receive_batch(frames, on_error)
                 out = dev.service_queues(BATCH)
                 if out:
                     kept = [(port, data) for port, data in out if port in attached]
@@ -308,20 +357,25 @@ class SwitchDaemon:
                             pcaps[(port, "out")].write(data)
                         if log_packets:
                             log.debug("port %d: sent %d bytes", port, len(data))
-            if frames or out:
-                t = time.monotonic()
-                work_gap += (min(t - last_work, 1.0) - work_gap) * WORK_GAP_GAIN
-                last_work = t
-                continue
+            got = len(frames)
+            if got >= BATCH:
+                continue  # more are waiting, surely
+            if got or out:
+                last_work = time.monotonic()
             nxt = dev.next_departure_us()
             wait_s = IDLE_WAIT_S if nxt is None else (nxt - dev.now_us()) / 1e6
-            if wait_s <= 0 or any(p.rx_ready() for p in rings):
+            if wait_s <= 0:
                 continue
-            # Traffic is flowing fast: watch the rings for a short while before sleeping.
-            # Under bursty load near capacity, a sleep and wake-up per burst costs more CPU
-            # than the bursts themselves; at low rates the spinning would be the cost.
-            if rings and work_gap < BUSY_POLL_S and time.monotonic() - last_work < BUSY_POLL_S:
+            if busy_s and time.monotonic() - last_work < busy_s:
+                continue  # --busy-poll: spin on the rings (no system call)
+            if got > 1 and coalesce_s:
+                # Frames arrive faster than this loop runs: let a batch gather.
+                self.sleeps += 1
+                time.sleep(min(coalesce_s, wait_s))
                 continue
+            if any(p.rx_ready() for p in rings):
+                continue
+            self.polls += 1
             if wait_s >= FINE_WAIT_S:
                 ready = [
                     fd

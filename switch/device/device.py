@@ -5,7 +5,9 @@ forwarding state and every pipeline pass happens under ``device.lock``; the data
 per batch of packets, so control-plane writes land between batches and never half-way through
 a packet.
 
-Packet flow: :meth:`Device.receive` runs ingress and enqueues into the traffic manager;
+Packet flow: :meth:`Device.receive` runs ingress and enqueues into the traffic manager
+(:meth:`Device.receive_batch` for a batch of frames: the one place the data-path loop hands
+frames to the executor, so a faster executor can take over a whole batch);
 :meth:`Device.service_queues` dequeues what the port rates allow, runs egress and returns the
 frames to transmit. Frames for the CPU port become PacketIn messages (the ``packet_in``
 controller header is cut off and decoded); PacketOut messages enter ingress on the CPU port with
@@ -24,7 +26,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +160,7 @@ class Device:
         queue_depth: int = 64,
         seed: int = 0,
         clock: Callable[[], int] | None = None,
+        queue_burst_us: float = 0.0,
     ) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
@@ -167,7 +170,7 @@ class Device:
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         self.switch: V1Switch | None = None
         self.drops = DropCounters()  # by reason and port, kept across pipeline changes
-        self.tm = TrafficManager(priority_queues, queue_depth, self.drops)
+        self.tm = TrafficManager(priority_queues, queue_depth, self.drops, queue_burst_us)
         self.counters = DeviceCounters()
         # The port layer's drop counts (ring overruns, send failures), read on demand; the
         # daemon sets it to its PortSet's (call with ``lock`` held).
@@ -178,6 +181,9 @@ class Device:
         self._copies = 0  # made by pipelines no longer running
         self.on_packet_in: PacketInHook | None = None
         self.on_pipeline_change: Callable[[], None] | None = None
+        # Called when a pass left digest messages in ``state.digests`` (the digest engine
+        # sleeps until then instead of polling).
+        self.on_digest: Callable[[], None] | None = None
         self._start_ns = time.monotonic_ns()
         self._clock = clock
         self.wakeup = Wakeup()  # set when work arrives from the control plane
@@ -227,7 +233,33 @@ class Device:
             return 0
         sw.counters.received += 1
         now = self.now_us()
-        return self._enqueue(sw.ingress_pass(port, data, now=now), now)
+        n = self._enqueue(sw.ingress_pass(port, data, now=now), now)
+        if sw.state.digests and self.on_digest is not None:
+            self.on_digest()
+        return n
+
+    def receive_batch(
+        self,
+        frames: Sequence[tuple[int, bytes]],
+        on_error: Callable[[int, BaseException], None] | None = None,
+    ) -> int:
+        """Ingress for ``(port, frame)`` pairs in order; returns how many packets were queued.
+
+        The data-path loop's one call into the executor (per frame :meth:`receive` here; a
+        batch executor can replace it whole). A frame whose pass raises is dropped and counted
+        as ``internal_error`` at its port, and ``on_error`` (if given) is told; the rest of the
+        batch goes on. Call with ``lock`` held.
+        """
+        n = 0
+        receive = self.receive
+        for port, data in frames:
+            try:
+                n += receive(port, data)
+            except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+                self.drops.count(DropReason.INTERNAL_ERROR, port)
+                if on_error is not None:
+                    on_error(port, exc)
+        return n
 
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
         """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
@@ -240,15 +272,19 @@ class Device:
         spec = _controller_header(sw.program, "packet_out")
         data = payload if spec is None else _encode_header(spec, metadata) + payload
         n = self._enqueue(sw.ingress_pass(self.cpu_port, data))
+        if sw.state.digests and self.on_digest is not None:
+            self.on_digest()
         self.wakeup.set()
         return n
 
     def _enqueue(self, jobs: list[EgressJob], now: int | None = None) -> int:
         """Queue the packets ingress produced; returns how many were accepted.
 
-        Cut-through: a packet for a port whose queues are empty and whose rate is unlimited
-        would leave at once anyway, so it goes straight through egress (enq_qdepth and
-        deq_timedelta 0), saving the queue round trip on the common path.
+        Cut-through: a packet for a port whose queues are empty and which may send now (an
+        unlimited rate, or a rate whose next departure has come: ``TrafficManager.may_send_now``)
+        would be dequeued at once anyway, so it goes straight through egress (enq_qdepth,
+        deq_qdepth and deq_timedelta 0) and the port's rate is charged, saving the queue round
+        trip on the common path.
         """
         n = 0
         if now is None:
@@ -259,14 +295,15 @@ class Device:
             pq = tm.ports.get(job.port)
             if (
                 pq is not None
-                and not pq.rate_pps
-                and not pq.rate_bps
                 and job.priority < tm.nq
-                and not any(pq.queues)
                 and pq.depth[job.priority]  # a queue of depth 0 drops everything
+                and tm.may_send_now(pq, now)
             ):
                 pq.enqueued += 1
                 pq.dequeued += 1
+                if pq.rate_pps or pq.rate_bps:
+                    job.nbytes = len(job.payload) + 64
+                    tm.charge(pq, job, now)
                 job.sm.f_enq_timestamp = ts
                 job.sm.f_enq_qdepth = 0
                 self._egress(job, (ts, 0, 0, 0), now)

@@ -1,12 +1,17 @@
 """Digest streaming: the data plane's digest messages become ``DigestList`` stream messages.
 
-A background thread drains ``device.state.digests`` every ``poll_s`` seconds, following the
+A background thread drains ``device.state.digests``, following the
 "DigestEntry" section of the specification: messages of digests that are not enabled are dropped;
 a message already buffered, or sent and not yet acknowledged (for up to ``ack_timeout_ns``), is a
 duplicate and dropped; a digest's buffer is sent to the primary stream of the default role when it
 holds ``max_list_size`` messages (0: no limit) or its oldest message is ``max_timeout_ns`` old. A
 ``DigestListAck`` clears the cache entries of its list. A new pipeline (a new state object) starts
 everything afresh.
+
+The thread sleeps until the device says a pass left digests (``Device.on_digest``), then runs
+every ``poll_s`` seconds while lists are buffered or wait for their acknowledgement; with
+nothing pending it only looks every :data:`IDLE_POLL_S` seconds (for digests that no hook
+announced), so an idle switch does not wake up hundreds of times a second.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from switch.pipeline.state import DigestConfig, SwitchState
 log = logging.getLogger(__name__)
 
 Message = tuple[int, ...]
+IDLE_POLL_S = 0.1  # seconds between looks when nothing is pending and no hook fired
 
 
 @dataclass
@@ -69,6 +75,7 @@ class DigestEngine:
         self._lists: dict[tuple[str, int], tuple[int, list[Message]]] = {}  # -> (sent, messages)
         self._next_list: dict[str, int] = {}
         self._stop = threading.Event()
+        self._kick = threading.Event()
         self._thread: threading.Thread | None = None
 
     # ----- thread
@@ -77,17 +84,29 @@ class DigestEngine:
         if self._thread is not None:
             return
         self._stop.clear()
+        self.device.on_digest = self.kick
         self._thread = threading.Thread(target=self._run, name="p4rt-digests", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._kick.set()
+        if self.device.on_digest == self.kick:
+            self.device.on_digest = None
         if self._thread is not None:
             self._thread.join()
             self._thread = None
 
+    def kick(self) -> None:
+        """Digests are waiting: drain them now (called from the data path)."""
+        self._kick.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.is_set():
+            self._kick.wait(max(self.poll_s, IDLE_POLL_S) if self._idle() else self.poll_s)
+            self._kick.clear()
+            if self._stop.is_set():
+                break
             try:
                 self.tick()
             except Exception:  # keep streaming digests whatever one pass ran into
