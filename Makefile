@@ -20,6 +20,7 @@ help:
 	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
 	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
 	@echo "make bench-fabric  bring-up time of the default fabric -> results/bench_fabric.csv (root)"
+	@echo "make bench-controller  route computation (131,072 GPUs), failure commands -> results/bench_controller.csv"
 	@echo "make exp-gossip  DP, DiLoCo, GlobalM1, GlobalM1LocalM2 at two link rates -> results/gossip.csv, gossip.png"
 	@echo "make exp-decoupled  elastic DP vs Decoupled DiLoCo M=2,4 under chaos -> results/decoupled.csv, decoupled.png"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, import layer contracts"
@@ -141,6 +142,11 @@ bench-fabric: $(STAMP)
 	$(PY) -m topologies.emulation.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
 	  --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) --target $(TARGET) \
 	  --results $(RESULTS) --out $(RESULTS)/bench_fabric.csv
+
+# Controller speed: 131,072-GPU route computation, failure commands on 32 switches (no root)
+.PHONY: bench-controller
+bench-controller: $(STAMP)
+	$(PY) -m topologies.emulation.bench_controller --runs $(BENCH_RUNS) --out $(RESULTS)/bench_controller.csv
 
 # MRC vs the single-path baseline through the fabric (root; README "MRC through the fabric").
 # Each brings up its own default fabric (refused while another runs) and stops it. Link rate:

@@ -30,6 +30,7 @@ matches its own /48 in ``my_sid``, shifts, and finds the next uSID in ``routes``
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
@@ -56,11 +57,13 @@ USID_PREFIX_LEN = 48  # block (32) + one micro-SID (16)
 BASELINE_PREFIX_LEN = 64
 
 
+@functools.lru_cache(maxsize=65536)
 def usid_prefix(usid: int) -> Lpm:
     """``fcbb:bb00:<usid>::/48`` as an LPM on the destination address."""
     return Lpm(fp.DST_ADDR, int(usid_address(usid)), USID_PREFIX_LEN)
 
 
+@functools.lru_cache(maxsize=65536)
 def baseline_prefix(address: str) -> Lpm:
     net = ipaddress.IPv6Network(f"{address}/{BASELINE_PREFIX_LEN}", strict=False)
     return Lpm(fp.DST_ADDR, int(net.network_address), BASELINE_PREFIX_LEN)
