@@ -10,6 +10,10 @@ of each) to the primary stream of the default role; without a primary they are d
 counted). Time is the device's clock (``Device.now_us``, the clock that stamps packets): the
 engine gives it to every idle-timeout table of the running state, whose lookups then record
 their hits (:attr:`switch.pipeline.tables.Table.hit_clock_us`).
+
+While no entry of the running state has a TTL the thread only looks every
+:data:`IDLE_POLL_S` seconds (an idle switch should not wake up 100 times a second); an entry
+inserted meanwhile is first swept at most that much later, well inside any useful TTL.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: How often the tables are swept for idle entries (the specification's example uses 10 ms).
 DEFAULT_POLL_S = 0.01
+#: How often the thread looks while no entry has a TTL.
+IDLE_POLL_S = 0.1
 
 
 @dataclass
@@ -103,11 +109,21 @@ class IdleTimeoutEngine:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.wait(self.poll_s if self._busy() else max(self.poll_s, IDLE_POLL_S)):
             try:
                 self.tick()
             except Exception:  # keep sweeping whatever one pass ran into
                 log.exception("idle-timeout sweep failed")
+
+    def _busy(self) -> bool:
+        """Whether some entry of the running state has a TTL (or a new state is to bind)."""
+        state = self.device.state
+        if state is None:
+            return False
+        try:
+            return state is not self._bound or bool(self._timed_tables(state))
+        except RuntimeError:  # a table changed while it was looked at (no lock taken here)
+            return True
 
     # ----- one sweep
 
