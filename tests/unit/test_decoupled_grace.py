@@ -60,3 +60,15 @@ def test_step_time_comes_from_consecutive_reports_of_one_incarnation() -> None:
     g.observe(Timing.QUORUM, 0.02)
     g.observe(Timing.SYNC, 0.01)
     assert g.window_s() == pytest.approx(0.5 * (2 * 0.1 - 0.03))
+
+
+def test_a_first_incarnations_first_report_gives_a_step_sample_from_its_connection() -> None:
+    g = GraceWindow(CFG, overlap_steps=2)
+    g.connected(1.0, learner=0)
+    g.connected(1.0, learner=1)
+    g.report(1.8, learner=0, incarnation=0, step=8)  # 8 steps since it connected
+    assert g.value(Timing.STEP) == pytest.approx(0.1)
+    assert g.window_s() == pytest.approx(0.1)  # the job's first merge already has a window
+    g.report(30.0, learner=1, incarnation=3, step=8)  # a restarted one: its step 0 is unknown
+    g.report(31.0, learner=2, incarnation=0, step=8)  # never seen connecting
+    assert g.emas[Timing.STEP].samples == 1

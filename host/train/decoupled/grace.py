@@ -7,7 +7,9 @@ within the slack the learners' overlap leaves before they need the merged fragme
     ξ_grace = γ · (τ · ξ_step − ξ_quorum − ξ_sync),   clamped to [0, cap]
 
 * ξ_step: a learner's step time: between two reports of the same learner incarnation,
-  elapsed time ÷ steps taken (a pause inflates one sample; the cap bounds the damage);
+  elapsed time ÷ steps taken (a pause inflates one sample; the cap bounds the damage); a
+  first incarnation's first report gives one too, from its connection (its step 0), so the
+  job's first merges already have a window;
 * ξ_quorum: from a fragment round's first report to its quorum;
 * ξ_sync: the merge itself, from the grace window's end to the merged fragment handed to the
   transport;
@@ -82,6 +84,7 @@ class GraceWindow:
     overlap_steps: int
     emas: dict[Timing, Ema] = field(default_factory=dict)
     _last: dict[int, _LastReport] = field(default_factory=dict)
+    _connected: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.emas = {t: Ema(self.cfg.ema_alpha) for t in TIMINGS}
@@ -89,10 +92,17 @@ class GraceWindow:
     def observe(self, timing: Timing, seconds: float) -> None:
         self.emas[timing].add(seconds)
 
+    def connected(self, now: float, learner: int) -> None:
+        """``learner`` connected at ``now`` (a first incarnation is then at its step 0)."""
+        self._connected.setdefault(learner, now)
+
     def report(self, now: float, learner: int, incarnation: int, step: int) -> None:
         """A report of ``learner`` at its step ``step``, received at ``now``: a ξ_step sample
-        if the same incarnation reported before at an earlier step."""
+        if the same incarnation reported before at an earlier step, or if it is the first
+        incarnation's first report and its connection was seen."""
         last = self._last.get(learner)
+        if last is None and incarnation == 0 and learner in self._connected and step > 0:
+            last = _LastReport(0, 0, self._connected[learner])
         if last is not None and last.incarnation == incarnation and step > last.step:
             self.observe(Timing.STEP, (now - last.at_s) / (step - last.step))
         self._last[learner] = _LastReport(incarnation, step, now)

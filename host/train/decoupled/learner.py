@@ -47,6 +47,9 @@ from host.train.decoupled.member import Counters, MemberLog, MemberState, counte
 from host.train.decoupled.process import Life
 from host.train.diloco.wire import MessageKind, TensorMessage
 
+CATCH_UP_STEPS = 4
+"""Host jitter a learner's emulated accelerator catches up, in steps (:meth:`Life.pace`)."""
+
 
 @dataclass(frozen=True)
 class FragmentSchedule:
@@ -265,6 +268,7 @@ class LearnerRun:
                 continue
             if p not in self.arrived and p not in self.late:
                 got = self._wait(partial(self._arrived, p), self.cfg.merge_wait_s)
+                self.life.restart_clock()  # a real stall: not caught up
                 if not got:
                     self.late.add(p)
                     self.log.counts["merge_timeouts"] += 1
@@ -292,7 +296,7 @@ class LearnerRun:
             self.life.gate()
             t0 = time.monotonic()
             loss, tokens = s.inner_step()
-            work = self.life.pace(t0, cfg.min_step_s)
+            work = self.life.pace(t0, cfg.min_step_s, catch_up_s=CATCH_UP_STEPS * cfg.min_step_s)
             s.step += 1
             for p in range(cfg.fragments):
                 s.steps_since[p] += 1

@@ -10,6 +10,15 @@ chaos kills, restarts, pauses and slows them.
   under SIGSTOP; messages for it keep arriving (the socket buffers them).
 * **slow**: each step takes ``factor`` times as long (:meth:`Life.pace` sleeps the rest).
 
+:meth:`Life.pace` with ``catch_up_s`` > 0 is an emulated accelerator with a steady clock: step
+k ends at the previous step's end plus its nominal time, so a member that the host's
+scheduler held up (a few processes and Python switches share two cores) takes its next steps
+unpadded until it is back on its clock, instead of staying behind for good. Without that,
+members that start together drift apart by random walks of host jitter, which a real cluster
+of equal accelerators does not do. Only jitter is caught up: a pause (:meth:`Life.gate`), a
+wait the member reports (:meth:`Life.restart_clock`: a merge that had not arrived) or a delay
+above ``catch_up_s`` restart the clock, so every real stall stays in the member's time.
+
 The slot records when it was down and paused (:class:`Interval`) for the metrics, and any
 error of a body that is not a kill (:attr:`Slot.errors`).
 """
@@ -43,6 +52,7 @@ class Life:
         self._running = threading.Event()
         self._running.set()
         self._slow_factor = slow_factor
+        self._step_end: float | None = None
         self.reason = ""
 
     @property
@@ -75,6 +85,8 @@ class Life:
         Raises:
             Killed: killed before or while paused.
         """
+        if not self._running.is_set():
+            self.restart_clock()
         while not self._running.wait(POLL_S):
             self.check()
         self.check()
@@ -89,17 +101,30 @@ class Life:
             self.check()
         self.check()
 
-    def pace(self, started: float, min_step_s: float) -> float:
+    def restart_clock(self) -> None:
+        """The member stalled for a real reason: its next step starts its clock afresh."""
+        self._step_end = None
+
+    def pace(self, started: float, min_step_s: float, *, catch_up_s: float = 0.0) -> float:
         """End a step begun at ``started`` (``time.monotonic()``): wait until it has lasted at
         least ``min_step_s``, then the slow-down's share. Returns the step's nominal time
         (compute, padded to ``min_step_s``: its useful work).
 
+        With ``catch_up_s`` > 0 the step ends at the previous step's end plus its nominal time
+        (scaled by the slow-down) when the step began at most ``catch_up_s`` after that end:
+        host jitter up to that much is caught up (module docstring).
+
         Raises:
             Killed: killed while waiting.
         """
-        nominal = max(time.monotonic() - started, min_step_s)
-        end = started + nominal * self._slow_factor()
+        now = time.monotonic()
+        nominal = max(now - started, min_step_s)
+        begin = started
+        if self._step_end is not None and 0.0 <= started - self._step_end <= catch_up_s:
+            begin = self._step_end
+        end = begin + nominal * self._slow_factor()
         self.sleep(end - time.monotonic())
+        self._step_end = end if catch_up_s > 0 else None
         return nominal
 
 

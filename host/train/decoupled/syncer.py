@@ -227,6 +227,7 @@ class SyncerCore:
 
     def _hello(self, now: float, learner: int, msg: TensorMessage) -> list[Send]:
         self._seen(now, learner)
+        self.grace.connected(now, learner)
         return []
 
     def _abort(self, now: float, learner: int, msg: TensorMessage) -> list[Send]:
