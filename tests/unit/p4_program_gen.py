@@ -9,7 +9,9 @@ sub-parser with ``out``/``inout`` arguments that may reject, selects on fields a
 compound assignments to fields, slices and stack elements at constant and run-time indices
 (some computed by a function with an ``inout`` argument, a side effect), header, union and
 stack assignments, ``setValid``/``setInvalid``, ``push_front``/``pop_front``, ``if`` on
-validity, comparisons and header/union equality, ``{#}``, a nested control applied to the
+validity, comparisons and header/union equality, ``{#}``, ``for`` loops of both forms with
+``break``/``continue``, headers with a varbit field (extracted with a size read by ``lookahead``,
+assigned, compared, ``sizeInBits``), a nested control applied to the
 same headers (its body may ``exit``), calls of actions with ``in``/``out``/``inout`` header, union and
 scalar parameters that also name the headers directly (aliasing), ``exit``, a table; the
 deparser emits everything. ``Gen.packet`` gives frames of whole headers' sizes, some
@@ -56,6 +58,7 @@ class Layout:
     unions: dict[str, Union] = field(default_factory=dict)
     ustacks: dict[str, tuple[Union, int]] = field(default_factory=dict)
     nested: tuple[Header, Union] | None = None  # hdr.n.h, hdr.n.u
+    varbits: dict[str, int] = field(default_factory=dict)  # hdr.<name>: V_t, varbit<max>
 
 
 WIDTHS = [1, 2, 3, 4, 5, 7, 8, 8, 8, 9, 12, 16, 16, 24, 32, 48]
@@ -90,6 +93,10 @@ class Gen:
             lay.ustacks[f"us{i}"] = (rng.choice(self.utypes), rng.randint(1, 3))
         if rng.random() < 0.6:
             lay.nested = (rng.choice(self.types), rng.choice(self.utypes))
+        # headers with a varbit field (V_t: a length byte, then varbit<vmax>)
+        self.vmax = rng.choice([16, 64, 2040])
+        for i in range(rng.choice([0, 0, 1, 2])):
+            lay.varbits[f"v{i}"] = self.vmax
         self.lay = lay
         self.actions: list[str] = []
         self.action_sigs: list[tuple[str, list[tuple[str, str, str]]]] = []
@@ -246,12 +253,53 @@ class Gen:
             return f"{name}({', '.join(self.arg(d, k, t) for d, k, t in sig)});"
         if r < 0.93:
             return "exit;"
+        if r < 0.965:
+            extra = self.loop_or_varbit(depth, in_action, params)
+            if extra is not None:
+                return extra
         if r < 0.96 and params:
             d, k, n = rng.choice(params)
             if k.startswith("bit") and d != "in":
                 w = int(k[4:-1])
                 return f"{n} = {n} + {w}w1;"
         return f"meta.m0 = bump(meta.{rng.choice(['m0', 'm1'])});"
+
+    def loop_or_varbit(
+        self, depth: int, in_action: bool, params: list[tuple[str, str, str]]
+    ) -> str | None:
+        """A for loop (both forms, with break/continue) or a statement over varbit headers."""
+        rng = self.rng
+        if self.lay.varbits and rng.random() < 0.5:
+            return self.varbit_stmt(depth, in_action, params)
+        if depth >= 2:
+            return None
+        self.tmp += 1
+        i = f"i{self.tmp}"
+        body = self.block(depth + 1, in_action, params)
+        if rng.random() < 0.5:
+            return f"for (bit<8> {i} in 8w0 .. 8w{rng.randint(0, 3)}) {body}"
+        jump = rng.choice(["break", "continue"])
+        body = f"{{ if ({self.cond(depth + 1)}) {{ {jump}; }} {body[1:]}"
+        bound = "(meta.m0 & 8w3)"  # the body may change meta.m0; i still stops by 3
+        return f"for (bit<8> {i} = 8w0; {i} < {bound}; {i} = {i} + 8w1) {body}"
+
+    def varbit_stmt(self, depth: int, in_action: bool, params: list[tuple[str, str, str]]) -> str:
+        """A statement over the varbit headers (there is at least one)."""
+        rng = self.rng
+        names = list(self.lay.varbits)
+        a, b = rng.choice(names), rng.choice(names)
+        r = rng.random()
+        if r < 0.2:
+            return f"hdr.{a} = hdr.{b};"
+        if r < 0.4:
+            return f"hdr.{a}.opt = hdr.{b}.opt;"
+        if r < 0.55:
+            return f"hdr.{a}.{rng.choice(['setValid', 'setInvalid'])}();"
+        if r < 0.7 or depth >= 3:
+            return f"meta.m3 = hdr.{a}.sizeInBits();"
+        op = rng.choice(["==", "!="])
+        then = self.block(depth + 1, in_action, params)
+        return f"if (hdr.{a}.opt {op} hdr.{b}.opt) {then}"
 
     def arg(self, direction: str, kind: str, type_name: str) -> str:
         rng = self.rng
@@ -318,6 +366,7 @@ class Gen:
             targets += [f"hdr.{n}.next.m{i}" for i in range(len(u.members))]
         for n in self.lay.stacks:
             targets += [f"hdr.{n}.next"] * 2
+        targets += [f"VB:{n}" for n in self.lay.varbits]
         rng.shuffle(targets)
         states = []
         nstates = min(len(targets), rng.randint(1, 5))
@@ -339,6 +388,13 @@ class Gen:
                 )
             else:
                 trans = f"transition {nxt};"
+            if tgt.startswith("VB:"):
+                # size from the header's own length byte: in bytes (sometimes in bits, which
+                # is ParserInvalidArgument unless a multiple of 8); above vmax: HeaderTooShort
+                unit = " * 8" if rng.random() < 0.8 else ""
+                size = f"(bit<32>) pkt.lookahead<bit<8>>(){unit}"
+                states.append(f"    state st{i} {{ pkt.extract(hdr.{tgt[3:]}, {size}); {trans} }}")
+                continue
             states.append(f"    state st{i} {{ pkt.extract({tgt}); {trans} }}")
         # a sub-parser extracting into a header given as an out argument (it may reject)
         subs = [(c, t) for c, t in self.header_places(False) if t is self.types[0]]
@@ -362,6 +418,8 @@ class Gen:
             members = " ".join(f"{t.name} m{i};" for i, t in enumerate(u.members))
             out.append(f"header_union {u.name} {{ {members} }}")
         lay = self.lay
+        if lay.varbits:
+            out.append(f"header V_t {{ bit<8> len; varbit<{self.vmax}> opt; }}")
         if lay.nested is not None:
             out.append(f"struct n_t {{ {lay.nested[0].name} h; {lay.nested[1].name} u; }}")
         fields = [f"{t.name} {n};" for n, t in lay.headers.items()]
@@ -370,6 +428,7 @@ class Gen:
         fields += [f"{u.name}[{s}] {n};" for n, (u, s) in lay.ustacks.items()]
         if lay.nested is not None:
             fields.append("n_t n;")
+        fields += [f"V_t {n};" for n in lay.varbits]
         out.append("struct headers_t { " + " ".join(fields) + " }")
         out.append("struct meta_t { " + " ".join(f"bit<{w}> {n};" for n, w in META.items()) + " }")
         out.append("bit<8> bump(inout bit<8> x) { x = x + 8w1; return x; }")
@@ -405,6 +464,8 @@ class Gen:
         if simple and rng.random() < 0.7:
             body.append("t.apply();")
         body += [self.stmt(0, False, []) for _ in range(rng.randint(2, 8))]
+        if lay.varbits:
+            body += [self.varbit_stmt(0, False, []) for _ in range(rng.randint(1, 3))]
         body.insert(rng.randrange(1, len(body) + 1), "sub.apply(hdr, meta);")
         out.append("    apply { " + " ".join(body) + " }")
         out.append("}")
@@ -423,6 +484,11 @@ class Gen:
         sizes = [t.nbytes for t in self.types]
         n = sum(rng.choice(sizes) for _ in range(rng.randint(0, 8)))
         data = bytearray(rng.randbytes(n + rng.randint(0, 6)))
+        if self.lay.varbits and rng.random() < 0.5:
+            # a well-formed varbit header (length byte, that many bytes) somewhere
+            k = rng.randint(0, 10)
+            at = rng.randint(0, len(data))
+            data[at:at] = bytes([k]) + rng.randbytes(k)
         r = rng.random()
         if r < 0.15 and data:
             del data[rng.randrange(len(data)) :]

@@ -33,5 +33,20 @@ def test_generator_is_deterministic_and_covers_unions_and_stacks() -> None:
     texts = [random_program(seed).text() for seed in range(40)]
     assert texts == [random_program(seed).text() for seed in range(40)]
     joined = "\n".join(texts)
-    for construct in ("header_union", "].m", ".next.m", "push_front", "exit;", "inout", "out H"):
+    for construct in (
+        "header_union",
+        "].m",
+        ".next.m",
+        "push_front",
+        "exit;",
+        "inout",
+        "out H",
+        "varbit<",
+        "pkt.extract(hdr.v0, ",
+        ".opt == hdr.",
+        "for (bit<8> i",
+        " in 8w0 .. ",
+        "break;",
+        "continue;",
+    ):
         assert construct in joined, construct
