@@ -53,10 +53,16 @@ class IdleStats:
 
 
 def bind_clocks(device: Device, state: SwitchState) -> None:
-    """Give every idle-timeout table of ``state`` the device clock (call with the lock held)."""
+    """Give every idle-timeout table of ``state`` the device clock (call with the lock held).
+
+    Entries that were already there (a state carried over by RECONCILE_AND_COMMIT, or written
+    before any P4Runtime request) had no clock: their timers start now."""
+    now_ns = device.now_us() * 1000
     for table in state.tables.values():
         if table.spec.support_timeout and table.hit_clock_us is None:
             table.hit_clock_us = device.now_us
+            for e in table.entries():
+                e.last_hit_ns = now_ns
 
 
 def notified_entry(

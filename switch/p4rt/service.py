@@ -133,6 +133,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
             self._view = (pipeline, view)
         if self.device.state is not None:
             self.extras.bind(self.device.state, carry=kept_state)
+            self.idle.bind(self.device.state)  # carried entries' idle timers start now
 
     def _target(self) -> Target:
         """The running pipeline as handlers see it (call with ``device.lock`` held)."""

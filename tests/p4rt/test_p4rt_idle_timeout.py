@@ -15,9 +15,11 @@ from p4.v1 import p4runtime_pb2
 from tests.p4rt.idle_oneshot_helpers import (
     FakeClock,
     action,
+    config,
     entry,
     frame,
     one_shot,
+    p4info,
     running,
     send,
     tid,
@@ -221,3 +223,23 @@ def test_note_hit_is_how_another_executor_reports_a_hit() -> None:
         clock.advance_ms(20)
         assert h.server.service.idle.tick() == 0
         assert read_one(h, "t_idle", 1).time_since_last_hit.elapsed_ns == 20 * MS
+
+
+def test_reconcile_and_commit_keeps_ttls_one_shot_sets_and_restarts_the_timers() -> None:
+    clock = FakeClock()
+    with running(clock) as h:
+        idle = h.server.service.idle
+        h.write(update(INSERT, table_entry=with_action(entry("t_idle", 1, ttl_ns=100 * MS))))
+        sel = one_shot("t_sel", 4, (action("set_out", 9), 1), (action("set_out", 8), 2))
+        sel.idle_timeout_ns = 100 * MS
+        h.write(update(INSERT, table_entry=sel))
+        clock.advance_ms(90)
+        h.set_pipeline(action=5, p4info=p4info(), config=config())  # RECONCILE_AND_COMMIT
+        clock.advance_ms(90)
+        assert idle.tick() == 0  # 90 ms since the commit, not 180 ms since the inserts
+        [got] = [e.table_entry for e in h.read(p4runtime_pb2.Entity(table_entry=entry("t_sel", 4)))]
+        assert (got.action, got.idle_timeout_ns) == (sel.action, 100 * MS)
+        assert send(h.device, frame(4, 1))[0][1][3] in (8, 9)
+        clock.advance_ms(10)
+        assert idle.tick() == 1  # t_sel's entry was hit just now; t_idle's was not
+        assert keys(notified(h.streams[0])) == [(tid("t_idle"), b"\x01")]
