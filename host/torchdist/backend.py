@@ -401,7 +401,7 @@ class ProcessGroupTailfabric(_ProcessGroupBase):  # type: ignore[misc]
                     if h.total != total or h.dtype != DTYPES[t.dtype]:
                         raise dist.DistBackendError(
                             f"tailfabric: {what}: mismatched tensors: rank {src} sent "
-                            f"{h.total} bytes of dtype code {h.dtype}, this rank expects "
+                            f"{h.total} bytes of {ops.dtype_name(h.dtype)}, this rank expects "
                             f"{total} bytes of {t.dtype}"
                         )
                     start = piece * PIECE_BYTES

@@ -271,12 +271,19 @@ def _addr_key(rank: int) -> str:
 SESSION_KEY = "tailfabric/session"
 
 
-def _wait_keys(store: Store, keys: list[str], timeout_s: float, what: str) -> None:
+def _wait_keys(store: Store, keys: dict[str, int], timeout_s: float, what: str) -> None:
+    """Wait for ``keys`` (key -> the rank that sets it) to be in the store.
+
+    Raises:
+        DistBackendError: naming the ranks whose keys are missing after ``timeout_s``.
+    """
     try:
-        store.wait(keys, timedelta(seconds=timeout_s))
+        store.wait(list(keys), timedelta(seconds=timeout_s))
     except Exception as e:  # the store's own timeout or connection error
-        missing = [k for k in keys if not _check(store, k)]
-        raise _error(f"{what}: {', '.join(missing) or e} missing after {timeout_s:g} s") from None
+        missing = sorted({r for k, r in keys.items() if not _check(store, k)})
+        if not missing:
+            raise _error(f"{what}: the store failed: {e}") from None
+        raise _error(f"{what}: ranks {missing} did not join within {timeout_s:g} s") from None
 
 
 def _check(store: Store, key: str) -> bool:
@@ -344,8 +351,9 @@ def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshCo
         if rank == 0:
             store.set(SESSION_KEY, secrets.token_hex(16))
         store.set(_addr_key(rank), json.dumps(mine))
-        keys = [_addr_key(r) for r in range(world)]
-        _wait_keys(store, keys + [SESSION_KEY], timeout_s, f"rank {rank}: rendezvous")
+        keys = {_addr_key(r): r for r in range(world)}
+        keys[SESSION_KEY] = 0
+        _wait_keys(store, keys, timeout_s, f"rank {rank}: rendezvous")
         nonce = bytes.fromhex(store.get(SESSION_KEY).decode())
         addrs = {r: _parse_addr(store.get(_addr_key(r)), r) for r in range(world)}
         if fabric is not None:

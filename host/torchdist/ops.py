@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from host.torchdist.mesh import Mesh
-from host.torchdist.wire import DTYPES, PIECE_BYTES, Header, Kind, Op
+from host.torchdist.wire import DTYPE_OF_CODE, DTYPES, PIECE_BYTES, Header, Kind, Op
 
 RING_MIN_BYTES = 256 * 1024
 """All-reduces of at least this many bytes (and at least one element per rank) use the ring."""
@@ -199,7 +199,7 @@ class Call:
             if h.total != total or h.dtype != code:
                 raise dist.DistBackendError(
                     f"tailfabric: {self.what}: mismatched tensors: rank {peer} sent "
-                    f"{h.total} bytes of dtype code {h.dtype}, rank {self.mesh.rank} expects "
+                    f"{h.total} bytes of {dtype_name(h.dtype)}, rank {self.mesh.rank} expects "
                     f"{total} bytes of {dtype if like is not None else 'nothing'}"
                 )
             if h.redop != self.redop:
@@ -213,6 +213,11 @@ class Call:
                 )
             buf[start : start + len(payload)] = payload
         return from_bytes(buf, dtype)
+
+
+def dtype_name(code: int) -> str:
+    dt = DTYPE_OF_CODE.get(code)
+    return "nothing" if dt is None else str(dt)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
