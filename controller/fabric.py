@@ -56,6 +56,8 @@ from topologies.model import Fabric
 
 CONDITIONS_FILE = Path("fabric") / "conditions.json"
 TELEMETRY_CSV = "telemetry.csv"
+RECONNECT_MIN_S = 0.1  # first wait between reconnect attempts to a restarted switch
+RECONNECT_MAX_S = 2.0  # the longest (doubling in between)
 #: A minimal frame sent out of the drop port to make a switch's ingress emit pending reports.
 FLUSH_FRAME = bytes(12) + b"\x88\xb5" + bytes(46)
 
@@ -155,6 +157,11 @@ class FabricController:
         self._flush_stop = threading.Event()
         self._flush_thread: threading.Thread | None = None
         self._closed = False
+        self._stopping = threading.Event()  # set by close(): reconnect loops end
+        self._reconnect_lock = threading.Lock()
+        self._reconnecting: set[str] = set()
+        self.reconnects: dict[str, int] = {}
+        """Switches this controller reconnected to and restored, and how often."""
 
     # -- addresses and files --------------------------------------------------------------
 
@@ -197,11 +204,7 @@ class FabricController:
                     sw, self.address_of(sw.name), self.config, self.schema, election_id=election
                 )
                 s.client.on_arbitration = lambda arb, s=s: self._on_arbitration(s, arb)
-                s.client.on_stream_end = lambda why, s=s: setattr(
-                    s,
-                    "last_error",
-                    f"stream ended: {why}",
-                )
+                s.client.on_stream_end = lambda why, s=s: self._on_stream_end(s, why)
                 self.sessions[sw.name] = s
         for_each(self.sessions.values(), lambda s: s.connect())
         if self.schema is None:
@@ -389,6 +392,69 @@ class FabricController:
                 return
             time.sleep(0.01)
 
+    # -- switch restarts ------------------------------------------------------------------
+
+    def _on_stream_end(self, s: SwitchSession, why: str) -> None:
+        s.last_error = f"stream ended: {why}"
+        with self._reconnect_lock:
+            if self._closed or s.name in self._reconnecting:
+                return
+            self._reconnecting.add(s.name)
+        threading.Thread(
+            target=self._reconnect, args=(s,), daemon=True, name=f"reconnect-{s.name}"
+        ).start()
+
+    def _reconnect(self, s: SwitchSession) -> None:
+        """Reconnect to a switch whose stream ended (it restarted, or its gRPC server did) and
+        give it back everything: the pipeline if it lost it, the entities of the current
+        conditions (routes, failures, loss, ECN, trimming) and the digest subscription. Retries
+        with back-off until it answers or the controller closes."""
+        delay = RECONNECT_MIN_S
+        try:
+            while not self._closed:
+                try:
+                    arb = s.client.reopen(new_election_id())
+                    if not arb.primary:
+                        s.last_error = "reconnected as backup: another controller is primary"
+                        return
+                    self._restore_switch(s)
+                    s.last_error = ""
+                    self.reconnects[s.name] = self.reconnects.get(s.name, 0) + 1
+                    return
+                except ControllerError as e:
+                    s.last_error = f"reconnecting: {e}"
+                if self._stopping.wait(delay):
+                    return
+                delay = min(delay * 2, RECONNECT_MAX_S)
+        finally:
+            with self._reconnect_lock:
+                self._reconnecting.discard(s.name)
+
+    def _restore_switch(self, s: SwitchSession) -> None:
+        """Push the pipeline if the switch has none (or another one), then sync its entities."""
+        with self.lock:
+            info, cookie = s.fetch_pipeline()
+            ours = info is not None and bool(info.tables or info.actions)
+            if ours and None not in (self.cookie, cookie) and cookie != self.cookie:
+                ours = False
+            if not ours:
+                if self.p4info is None or self.config_path is None:
+                    raise ControllerError(
+                        f"{s.name} came back without our pipeline, and this controller has no "
+                        "device config to push (tf-ctl serve pushes one)"
+                    )
+                try:
+                    device_config = self.config_path.read_bytes()
+                except OSError as e:
+                    raise ControllerError(f"cannot read {self.config_path}: {e.strerror}") from None
+                s.push(self.p4info, device_config, pipeline_cookie(self.p4info, device_config))
+            else:
+                s.read_installed()
+            s.sync(desired_entities(self.wiring, self.config, self.conditions, [s.name])[s.name])
+            if self.telemetry is not None:
+                self.telemetry.drops_baseline(s.name, _tail_drops(s))  # counters restarted
+                s.enable_digest(fp.BURST_DIGEST)
+
     # -- arbitration ----------------------------------------------------------------------
 
     def _on_arbitration(self, s: SwitchSession, arb: Arbitration) -> None:
@@ -526,6 +592,7 @@ class FabricController:
                 except ControllerError:
                     pass
             self._closed = True
+        self._stopping.set()
         self._flush_stop.set()
         if self._flush_thread is not None:
             self._flush_thread.join(timeout=2)

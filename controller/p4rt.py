@@ -180,8 +180,14 @@ class P4RuntimeClient:
                 f"{self.name}: no P4Runtime server at {self.address} "
                 f"within {self.options.connect_timeout_s:g} s"
             ) from None
+        if self._is_closed():  # closed while waiting (a reconnect racing close())
+            channel.close()
+            raise FabricUnavailable(f"{self.name}: client is closed")
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     def connect(self) -> Arbitration:
         """Open the channel and the stream, and arbitrate (see :meth:`arbitrate`)."""
@@ -239,7 +245,7 @@ class P4RuntimeClient:
             raise FabricUnavailable(f"{self.name}: the stream to {self.address} is closed")
         self._requests.put(msg)
 
-    def _receive(self, call: Iterator[p4runtime_pb2.StreamMessageResponse]) -> None:
+    def _receive(self, call: StreamCall) -> None:
         reason = "stream ended"
         try:
             for msg in call:
@@ -248,9 +254,11 @@ class P4RuntimeClient:
             reason = f"{e.code().name if e.code() else 'UNKNOWN'}: {e.details()}"
         finally:
             with self._cond:
-                self._stream_open = False
+                current = self._call is call  # not a stream that reopen() replaced
+                if current:
+                    self._stream_open = False
                 self._cond.notify_all()
-            if self.on_stream_end is not None and not self._closed:
+            if current and self.on_stream_end is not None and not self._closed:
                 self.on_stream_end(reason)
 
     def _dispatch(self, msg: p4runtime_pb2.StreamMessageResponse) -> None:
@@ -279,6 +287,36 @@ class P4RuntimeClient:
                     self.on_digest(msg.digest)
             case _:
                 pass  # idle-timeout notifications, errors, other: not used
+
+    def reopen(self, election_id: int | None = None) -> Arbitration:
+        """After the stream ended (the switch restarted): drop the old channel, open a new one
+        and a new stream, and arbitrate (a fresh channel, so gRPC's reconnect back-off, which
+        grows to minutes, does not delay the switch's return).
+
+        Raises:
+            FabricUnavailable: the switch does not answer yet, or this client is closed.
+        """
+        if self._closed:
+            raise FabricUnavailable(f"{self.name}: client is closed")
+        self._drop()
+        return self.arbitrate(election_id)
+
+    def _drop(self) -> None:
+        """Forget the channel and the stream (not closing the client)."""
+        requests, call, thread, channel = self._requests, self._call, self._thread, self._channel
+        self._requests = self._call = self._thread = None
+        self._channel = self._stub = None
+        if requests is not None:
+            requests.put(None)
+        if call is not None:
+            call.cancel()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        if channel is not None:
+            channel.close()
+        with self._cond:
+            self._stream_open = False
+            self.arbitration = None
 
     def close(self) -> None:
         """End the stream (giving up primary) and the channel; idempotent."""
