@@ -1,0 +1,110 @@
+"""The ``tailfabric`` backend's message header: round trips, and every malformed message
+refused with a reason (nothing from the wire is trusted, nothing is unpickled)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from host.torchdist.mesh import MeshConfig
+from host.torchdist.wire import (
+    HEADER,
+    HEADER_BYTES,
+    MAGIC,
+    Header,
+    Kind,
+    Op,
+    WireError,
+    decode_header,
+    encode,
+)
+
+
+def test_header_round_trips_with_its_payload() -> None:
+    h = Header(
+        Kind.COLLECTIVE,
+        3,
+        4,
+        seq=2**40,
+        step=5,
+        piece=1,
+        op=Op.ALLREDUCE,
+        dtype=4,
+        redop=2,
+        total=999,
+    )
+    msg = encode(h, b"abc")
+    got = decode_header(msg)
+    assert got == Header(**{**h.__dict__, "nbytes": 3})
+    assert msg[HEADER_BYTES:] == b"abc"
+
+
+def _raw(**over: int | bytes) -> bytes:
+    fields = dict(
+        magic=MAGIC,
+        version=1,
+        kind=2,
+        op=1,
+        dtype=1,
+        redop=0,
+        src=0,
+        world=2,
+        seq=0,
+        step=0,
+        piece=0,
+        nbytes=0,
+        total=0,
+    )
+    fields.update(over)
+    return HEADER.pack(*fields.values())
+
+
+@pytest.mark.parametrize(
+    ("msg", "reason"),
+    [
+        (b"TFPG", "shorter than"),
+        (_raw(magic=b"XXXX"), "bad magic"),
+        (_raw(version=9), "version 9"),
+        (_raw(kind=77), "unknown message kind"),
+        (_raw(op=99), "unknown collective"),
+        (_raw(dtype=200), "unknown dtype"),
+        (_raw(nbytes=5), "payload bytes"),
+    ],
+)
+def test_malformed_headers_are_refused_with_a_reason(msg: bytes, reason: str) -> None:
+    with pytest.raises(WireError, match=reason):
+        decode_header(msg)
+
+
+@given(st.binary(max_size=120))
+def test_random_bytes_decode_or_raise_wire_error(data: bytes) -> None:
+    try:
+        decode_header(data)
+    except WireError:
+        pass
+
+
+@given(st.binary(max_size=60))
+def test_random_payload_after_a_valid_header_decodes_when_lengths_agree(data: bytes) -> None:
+    h = decode_header(_raw(nbytes=len(data)) + data)
+    assert h.nbytes == len(data)
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"TAILFABRIC_TOPOLOGY": "t.json"}, "set both"),
+        ({"TAILFABRIC_PEER_TIMEOUT_S": "soon"}, "number of seconds"),
+        ({"TAILFABRIC_PEER_TIMEOUT_S": "-1"}, "> 0"),
+        ({"TAILFABRIC_PLANES": "9"}, "1..8"),
+    ],
+)
+def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        MeshConfig.from_env(env)
+
+
+def test_settings_from_the_environment() -> None:
+    cfg = MeshConfig.from_env({"TAILFABRIC_PEER_TIMEOUT_S": "2.5", "TAILFABRIC_PLANES": "3"})
+    assert (cfg.peer_timeout_s, cfg.loopback_planes, cfg.topology) == (2.5, 3, None)
