@@ -243,3 +243,34 @@ def test_reconcile_and_commit_keeps_ttls_one_shot_sets_and_restarts_the_timers()
         clock.advance_ms(10)
         assert idle.tick() == 1  # t_sel's entry was hit just now; t_idle's was not
         assert keys(notified(h.streams[0])) == [(tid("t_idle"), b"\x01")]
+
+
+def test_p4runtime_shell_sets_a_ttl_reads_the_hit_time_and_gets_the_notification() -> None:
+    """The project's client, p4runtime-shell 0.0.6, against the real 10 ms sweep."""
+    import p4runtime_sh.shell as sh
+
+    with running(idle_poll_s=0.01) as h:
+        sh.setup(  # a higher election id: the shell becomes the primary
+            device_id=1,
+            grpc_addr=f"127.0.0.1:{h.server.port}",
+            election_id=(0, 2),
+            config=None,
+            verbose=False,
+        )
+        try:
+            te = sh.TableEntry("MyIngress.t_idle")(action="MyIngress.set_out")
+            te.match["hdr.h.kind"] = "6"
+            te.action["v"] = "3"
+            te.idle_timeout_ns = 50 * MS
+            te.insert()
+            note = sh.client.get_stream_packet("idle_timeout_notification", timeout=3)
+            assert note is not None
+            [idle] = note.idle_timeout_notification.table_entry
+            assert (idle.table_id, idle.idle_timeout_ns) == (tid("t_idle"), 50 * MS)
+            reader = sh.TableEntry("MyIngress.t_idle")
+            reader.time_since_last_hit  # noqa: B018 - the shell asks for it when it is read
+            [got] = list(reader.read())
+            assert got.idle_timeout_ns == 50 * MS
+            assert 0 <= got.time_since_last_hit.elapsed_ns < 10**9
+        finally:
+            sh.teardown()
