@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import CallInfo
@@ -98,6 +99,16 @@ class _DigestFinder:
         elif info.kind is CallKind.EXTERN_FUNC and info.name == "digest":
             data = info.args[1]
             if data is not None:  # else the generator reports the missing argument
+                t = data.type
+                if isinstance(t, T.VarbitT) or (
+                    isinstance(t, T.StructLikeT)
+                    and any(isinstance(f, T.VarbitT) for f in t.fields.values())
+                ):
+                    raise UnsupportedError(
+                        f"a digest of {t}, which has a varbit field, is not supported by this "
+                        "target (digest fields have fixed widths here)",
+                        data.span,
+                    )
                 self.add(e, data.type)
                 self.node(data)
         else:

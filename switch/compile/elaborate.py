@@ -314,6 +314,12 @@ class Elaborator:
         et = ext.type.type_args.get("T")
         if et is None:
             raise TypeError_("register needs an element type", ext.decl.span)
+        if not (T.is_fixed(et) or et is T.BOOL or isinstance(et, T.EnumT)):
+            raise UnsupportedError(
+                f"register of {et}: this target's registers hold bit<W>, int<W>, bool or "
+                "enum values",
+                ext.decl.span,
+            )
         width = target_width(et)
         self.schema.registers.append(
             M.RegisterSpec(ext.fqname, int(ext.args[0]), width, isinstance(et, T.IntT), a)

@@ -54,6 +54,8 @@ def test_the_base_program_compiles() -> None:
         ("h.h.b = h.v.opt + 1;", "", "", "BODY", "numeric"),
         ("", "", "header w_t { varbit<8> a; varbit<8> b; }\n", 1, "more than one varbit"),
         ("", "", "struct sv { varbit<8> a; }\nheader w_t { sv s; }\n", 2, "not supported"),
+        ("digest<v_t>(1, h.v);", "", "", "BODY", "has a varbit field, is not supported"),
+        ("", "register<varbit<8>>(4) r;", "", "DECLS", "register of varbit<8>"),
         # for loops
         ("break;", "", "", "BODY", "'break' outside a for loop"),
         ("for (bit<8> i in h.h) { }", "", "", "BODY", "a range (a .. b) or a header stack"),
@@ -93,6 +95,14 @@ def test_misuse_is_refused_where_it_is(
     if (where == "BODY" and body) or (where == "DECLS" and decls) or isinstance(where, int):
         assert err.span.line == expected_line, err.render()
     assert err.render().splitlines()[0].startswith(f"prog.p4:{err.span.line}:{err.span.col}:")
+
+
+def test_select_on_a_varbit_is_refused() -> None:
+    src = _prog("").replace(
+        "transition accept; }", "transition select(h.v.opt) { default: accept; } }"
+    )
+    with pytest.raises(P4Error, match="cannot select on a varbit<32> value"):
+        compile_source(src, "prog.p4")
 
 
 def test_extract_arguments_must_match_the_header() -> None:

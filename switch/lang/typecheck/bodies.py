@@ -113,6 +113,8 @@ def _check_transition(ck: Checker, tr: ast.Transition, targets: set[str], scope:
         kt = ck.check_expr(e, scope)
         if kt is T.INFINT:
             raise err("select expression needs a width", e)
+        if isinstance(kt, T.VarbitT):
+            raise err(f"cannot select on a {kt} value", e)
         key_types.append(kt)
     for case in tr.cases:
         if case.state not in targets:
