@@ -11,6 +11,10 @@ counted). Time is the device's clock (``Device.now_us``, the clock that stamps p
 engine gives it to every idle-timeout table of the running state, whose lookups then record
 their hits (:attr:`switch.pipeline.tables.Table.hit_clock_us`).
 
+A sweep remembers when the next entry can be due at the earliest (a hit only moves that later)
+and the next ones do nothing, without the device lock, until then or until an entry gains,
+changes or loses a TTL (:attr:`~switch.pipeline.tables.Table.timed_version`).
+
 While no entry of the running state has a TTL the thread only looks every
 :data:`IDLE_POLL_S` seconds (an idle switch should not wake up 100 times a second); an entry
 inserted meanwhile is first swept at most that much later, well inside any useful TTL.
@@ -96,6 +100,8 @@ class IdleTimeoutEngine:
         self.poll_s = poll_s
         self.stats = IdleStats()
         self._bound: SwitchState | None = None
+        self._seen: tuple[int, ...] = ()  # timed_version of each idle-timeout table at a sweep
+        self._next_due_ns: int | None = None  # the earliest an entry can be due; None: none
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -142,11 +148,22 @@ class IdleTimeoutEngine:
     def _timed_tables(self, state: SwitchState) -> list[Table]:
         return [t for t in state.tables.values() if t.spec.support_timeout and t.timed_entries()]
 
+    @staticmethod
+    def _versions(state: SwitchState) -> tuple[int, ...]:
+        return tuple(t.timed_version for t in state.tables.values() if t.spec.support_timeout)
+
+    def _nothing_due(self, state: SwitchState) -> bool:
+        """Decided without the device lock: no TTL changed and no entry can be due yet."""
+        if state is not self._bound or self._versions(state) != self._seen:
+            return False
+        due = self._next_due_ns
+        return due is None or self.device.now_us() * 1000 < due
+
     def tick(self) -> int:
         """Sweep once; returns how many entries were found idle."""
         state = self.device.state
-        if state is None or (state is self._bound and not self._timed_tables(state)):
-            return 0  # nothing to do, decided without the device lock
+        if state is None or self._nothing_due(state):
+            return 0
         found = 0
         with self.device.lock:
             state = self.device.state
@@ -157,20 +174,34 @@ class IdleTimeoutEngine:
             self.stats.sweeps += 1
             now_ns = self.device.now_us() * 1000
             ids = {tv.name: tv.id for tv in view.tables.values()}
+            next_due: int | None = None
             for table in self._timed_tables(state):
-                found += self._sweep(view, ids.get(table.name), table, now_ns)
+                n, due = self._sweep(view, ids.get(table.name), table, now_ns)
+                found += n
+                next_due = due if next_due is None else min(due, next_due)
+            self._seen = self._versions(state)
+            self._next_due_ns = next_due
         return found
 
-    def _sweep(self, view: PipelineView, table_id: int | None, table: Table, now_ns: int) -> int:
-        idle = [e for e in table.timed_entries() if now_ns - e.last_hit_ns >= e.idle_timeout_ns]
+    def _sweep(
+        self, view: PipelineView, table_id: int | None, table: Table, now_ns: int
+    ) -> tuple[int, int]:
+        """Report one table's idle entries; (how many, when the next can be due at the earliest)."""
+        idle: list[TableEntry] = []
+        next_due = now_ns + max(1, min(e.idle_timeout_ns for e in table.timed_entries()))
+        for e in table.timed_entries():
+            due = e.last_hit_ns + e.idle_timeout_ns
+            if now_ns >= due:
+                idle.append(e)
+                e.last_hit_ns = now_ns  # the timer restarts whether or not anyone is told
+            elif due < next_due:
+                next_due = due
         if not idle:
-            return 0
-        for e in idle:
-            e.last_hit_ns = now_ns  # the timer restarts whether or not anyone is told
+            return 0, next_due
         sink = self.arbiter.primary_sink(DEFAULT_ROLE)
         if table_id is None or sink is None:
             self.stats.no_primary_drops += len(idle)
-            return len(idle)
+            return len(idle), next_due
         msg = p4runtime_pb2.StreamMessageResponse()
         note = msg.idle_timeout_notification
         for e in idle:
@@ -183,4 +214,4 @@ class IdleTimeoutEngine:
             self.stats.entries += len(idle)
         else:
             self.stats.no_primary_drops += len(idle)
-        return len(idle)
+        return len(idle), next_due

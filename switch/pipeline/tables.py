@@ -142,6 +142,7 @@ class Table:
         self._cache: dict[tuple[int, ...], TableEntry | None] = {}
         self._seq = itertools.count()
         self._timed: dict[tuple[tuple[object, ...], int], TableEntry] = {}  # TTL > 0
+        self.timed_version = 0  # changes whenever an entry gains, changes or loses a TTL
         # Microseconds now (set by the owner for idle-timeout tables; None: hits are not timed).
         self.hit_clock_us: Callable[[], int] | None = None
         self.default: ActionCall = spec.default_action
@@ -286,6 +287,8 @@ class Table:
         old.meter_config = e.meter_config
         old.meter_cell = e.meter_cell
         old.controller_metadata = e.controller_metadata
+        if old.idle_timeout_ns or e.idle_timeout_ns:
+            self.timed_version += 1
         old.idle_timeout_ns = e.idle_timeout_ns
         if e.idle_timeout_ns:
             self._timed[old.key] = old
@@ -373,6 +376,7 @@ class Table:
         self._entries[key] = e
         if e.idle_timeout_ns:
             self._timed[key] = e
+            self.timed_version += 1
         mode = self._mode
         if mode == _EXACT:
             self._exact[e.match] = e
@@ -396,7 +400,8 @@ class Table:
 
     def _remove(self, e: TableEntry) -> None:
         del self._entries[(e.match, e.priority)]
-        self._timed.pop((e.match, e.priority), None)
+        if self._timed.pop((e.match, e.priority), None) is not None:
+            self.timed_version += 1
         mode = self._mode
         if mode == _EXACT:
             del self._exact[e.match]

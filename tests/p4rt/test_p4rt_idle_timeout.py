@@ -274,3 +274,24 @@ def test_p4runtime_shell_sets_a_ttl_reads_the_hit_time_and_gets_the_notification
             assert 0 <= got.time_since_last_hit.elapsed_ns < 10**9
         finally:
             sh.teardown()
+
+
+def test_sweeps_skip_until_an_entry_can_be_due_or_a_ttl_changes() -> None:
+    clock = FakeClock()
+    with running(clock) as h:
+        idle = h.server.service.idle
+        h.write(update(INSERT, table_entry=with_action(entry("t_idle", 1, ttl_ns=100 * MS))))
+        assert idle.tick() == 0
+        swept = idle.stats.sweeps
+        clock.advance_ms(60)
+        assert idle.tick() == 0
+        assert idle.stats.sweeps == swept  # nothing can be due before 100 ms: no sweep at all
+        h.write(update(INSERT, table_entry=with_action(entry("t_idle", 2, ttl_ns=10 * MS))))
+        assert idle.tick() == 0
+        assert idle.stats.sweeps == swept + 1  # a new TTL: swept again
+        clock.advance_ms(10)
+        assert idle.tick() == 1
+        assert keys(notified(h.streams[0])) == [(tid("t_idle"), b"\x02")]
+        clock.advance_ms(30)  # 100 ms since entry 1 was inserted; entry 2 idle again since 80
+        assert idle.tick() == 2
+        assert keys(notified(h.streams[0])) == [(tid("t_idle"), b"\x01"), (tid("t_idle"), b"\x02")]
