@@ -130,6 +130,7 @@ def test_every_watch_sees_every_burst_of_an_incast_sent_elsewhere(fabric: Path) 
         # t0 is before the request: a conservative start of the incast's sending
         late = max(t for t, _ in w.records) - (t0 + sent_ms / 1000.0)
         assert late < BURST_DEADLINE_S, f"a burst reached the watch {late:.2f} s after sending"
+        print(f"{len(w.records)} bursts, the last {late * 1000:.0f} ms after the incast's sending")
     with open(fabric / "telemetry.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     in_csv = {(r["switch"], int(r["port"]), int(r["start_us"]), int(r["end_us"])) for r in rows}
