@@ -331,6 +331,7 @@ class TableEntries:
             profile = target.state.tables[tv.name].profile
             assert profile is not None
             action_set = out.action.action_profile_action_set
+            action_set.SetInParent()  # an empty set reads back as one too
             for call, weight in profile.one_shot_actions(e.group_id):
                 action_set.action_profile_actions.add(
                     action=encode_action(target.view, call), weight=weight

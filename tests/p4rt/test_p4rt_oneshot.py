@@ -198,3 +198,14 @@ def test_p4runtime_shell_programs_a_one_shot_entry() -> None:
             assert hidden_counts(h) == (0, 0)
         finally:
             sh.teardown()
+
+
+def test_an_empty_set_is_an_empty_group_a_miss_and_reads_back_empty() -> None:
+    with running() as h:
+        te = one_shot("t_sel", 5)
+        te.action.action_profile_action_set.SetInParent()
+        h.write(update(INSERT, table_entry=te))
+        [got] = read_entries(h, "t_sel")
+        assert got.action.WhichOneof("type") == "action_profile_action_set"
+        assert hidden_counts(h) == (0, 1)
+        assert out_byte(h.device, 5) == 0  # an empty group: the default action (NoAction)
