@@ -14,8 +14,10 @@ One-shot action selector programming ("One Shot Action Selector Programming"): a
 table with an action selector may give an ``ActionProfileActionSet``; the selector makes a hidden
 group and members for it (:meth:`~switch.pipeline.profiles.ActionProfile.insert_one_shot`), the
 entry reads back as the set it was written with, and a MODIFY or DELETE lets the old ones go.
-Tables without a selector, weights below 1, more weight than ``max_group_size`` and mixing with
-client-written members/groups are INVALID_ARGUMENT; watch ports are UNIMPLEMENTED.
+Tables without a selector, weights below 1, a set bigger than ``max_group_size`` (its weights
+added up, or its actions counted under ``sum_of_members``, where no weight may pass
+``max_member_weight``) and mixing with client-written members/groups are INVALID_ARGUMENT;
+watch ports are UNIMPLEMENTED.
 
 Idle timeouts ("Idle-timeout"): ``idle_timeout_ns`` only on tables with ``support_timeout``
 (else INVALID_ARGUMENT), never on default or const entries, ``time_since_last_hit`` never in a
@@ -402,11 +404,21 @@ def _one_shot_group(
         if not a.HasField("action"):
             raise P4RTError(INVALID_ARGUMENT, f"{owner}: one-shot action {i} has no action")
         pairs.append((decode_action(target.view, a.action, tv.actions, owner), a.weight))
-    total = sum(w for _c, w in pairs)
-    if pv.max_group_size and total > pv.max_group_size:
+    if pv.sum_of_members:
+        size, unit = len(pairs), "actions"
+        heavy = [w for _c, w in pairs if pv.max_member_weight and w > pv.max_member_weight]
+        if heavy:
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"{owner}: one-shot weight {heavy[0]} is more than max_member_weight "
+                f"{pv.max_member_weight} of '{pv.name}'",
+            )
+    else:
+        size, unit = sum(w for _c, w in pairs), "in weight"
+    if pv.max_group_size and size > pv.max_group_size:
         raise P4RTError(
             INVALID_ARGUMENT,
-            f"{owner}: the one-shot set weighs {total}, more than max_group_size "
+            f"{owner}: the one-shot set has {size} {unit}, more than max_group_size "
             f"{pv.max_group_size} of '{pv.name}'",
         )
     profile = target.state.action_profiles[pv.name]

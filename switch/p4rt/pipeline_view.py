@@ -117,6 +117,8 @@ class ProfileView:
     spec: ActionProfileSpec
     actions: dict[int, ActionScope]  # actions its tables allow in entries
     max_group_size: int = 0
+    sum_of_members: bool = False  # selector_size_semantics: members count, not weights
+    max_member_weight: int = 0  # with sum_of_members; 0 = no limit
 
 
 @dataclass
@@ -372,7 +374,13 @@ class _Builder:
                         if aid not in actions or actions[aid] is ActionScope.DEFAULT_ONLY:
                             actions[aid] = scope
             self.view.profiles[p.preamble.id] = ProfileView(
-                p.preamble.id, name, spec, actions, max(0, p.max_group_size)
+                p.preamble.id,
+                name,
+                spec,
+                actions,
+                max(0, p.max_group_size),
+                p.HasField("sum_of_members"),
+                max(0, p.sum_of_members.max_member_weight),
             )
 
     def add_counter_or_meter(self, kind: CounterMeterKind) -> None:

@@ -1,8 +1,9 @@
 // idle_oneshot.p4 -- one-shot action selector programming and table idle timeouts.
 //
 // t_idle (exact, direct actions) and t_sel (an action selector) support idle
-// timeouts; t_prof uses an action profile without a selector and t_plain is a
-// direct table without idle timeouts. Each table writes hdr.h.out when it hits,
+// timeouts; t_selm's selector counts members, not weights; t_prof uses an
+// action profile without a selector and t_plain is a direct table without
+// idle timeouts. Each table writes hdr.h.out when it hits,
 // in that order, so a packet's out byte says which entry (or selector member)
 // a lookup picked.
 #include <core.p4>
@@ -36,6 +37,10 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     @max_group_size(8)
     action_selector(HashAlgorithm.crc16, 32, 16) ecmp;
+    @max_group_size(3)
+    @selector_size_semantics("sum_of_members")
+    @max_member_weight(5)
+    action_selector(HashAlgorithm.crc16, 32, 16) ecmp_m;
     action_profile(16) prof;
 
     action set_out(bit<8> v) {
@@ -61,6 +66,14 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         implementation = ecmp;
         support_timeout = true;
     }
+    table t_selm {
+        key = {
+            hdr.h.kind: exact;
+            hdr.h.sel: selector;
+        }
+        actions = { set_out; NoAction; }
+        implementation = ecmp_m;
+    }
     table t_prof {
         key = { hdr.h.kind: exact; }
         actions = { set_out; NoAction; }
@@ -76,6 +89,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         standard_metadata.egress_spec = 1;
         t_idle.apply();
         t_sel.apply();
+        t_selm.apply();
         t_prof.apply();
         t_plain.apply();
     }

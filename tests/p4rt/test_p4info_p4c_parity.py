@@ -120,6 +120,7 @@ def test_support_timeout_tables_say_notify_control() -> None:
     assert behaviour == {
         "MyIngress.t_idle": p4info_pb2.Table.NOTIFY_CONTROL,
         "MyIngress.t_sel": p4info_pb2.Table.NOTIFY_CONTROL,
+        "MyIngress.t_selm": p4info_pb2.Table.NO_TIMEOUT,
         "MyIngress.t_prof": p4info_pb2.Table.NO_TIMEOUT,
         "MyIngress.t_plain": p4info_pb2.Table.NO_TIMEOUT,
     }

@@ -118,6 +118,16 @@ REFUSALS = [
         code_pb2.INVALID_ARGUMENT,
     ),
     (
+        "sum_of_members: 4 actions, max_group_size 3",
+        one_shot("t_selm", 1, *((action("set_out", v), 1) for v in range(4))),
+        code_pb2.INVALID_ARGUMENT,
+    ),
+    (
+        "sum_of_members: weight 6, max_member_weight 5",
+        one_shot("t_selm", 1, (action("set_out", 1), 6)),
+        code_pb2.INVALID_ARGUMENT,
+    ),
+    (
         "action the table lacks",
         one_shot("t_sel", 1, (p4runtime_pb2.Action(action_id=12345), 1)),
         code_pb2.INVALID_ARGUMENT,
@@ -130,6 +140,14 @@ def test_one_shot_refusals(why: str, te: p4runtime_pb2.TableEntry, code: int) ->
     with running() as h:
         assert write_codes(h, update(INSERT, table_entry=te)) == [code]
         assert hidden_counts(h) == (0, 0)
+
+
+def test_sum_of_members_counts_actions_not_weights() -> None:
+    te = one_shot("t_selm", 1, *((action("set_out", v), 5) for v in (1, 2, 3)))
+    with running() as h:
+        h.write(update(INSERT, table_entry=te))  # weight 15 in all, but 3 members
+        [got] = read_entries(h, "t_selm")
+        assert got.action == te.action
 
 
 def test_watch_ports_are_unimplemented_and_an_empty_watch_port_watches_nothing() -> None:
