@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import importlib.machinery
 import importlib.util
 import io
@@ -24,7 +25,7 @@ from typing import Any
 
 from switch.native.runtime_c import CDEF
 
-CFLAGS = ["-O2", "-fno-strict-aliasing", "-Wno-unused-label", "-Wno-unused-variable"]
+CFLAGS = ["-O2", "-fno-strict-aliasing", "-w"]
 
 
 class BuildError(Exception):
@@ -39,10 +40,7 @@ def cache_dir() -> Path:
 
 
 def _key(source: str) -> str:
-    try:
-        import cffi
-    except ImportError as e:  # pragma: no cover - cffi is a dependency
-        raise BuildError(f"cffi is not installed ({e})") from None
+    cffi = _cffi()
     h = hashlib.sha256()
     for part in (source, CDEF, " ".join(CFLAGS), cffi.__version__, sys.version, platform.machine()):
         h.update(part.encode())
@@ -81,9 +79,15 @@ def build(source: str, directory: Path | None = None) -> ModuleType:
     return mod
 
 
-def _compile(name: str, source: str, root: Path, target: Path) -> None:
-    import cffi
+def _cffi() -> Any:
+    try:
+        return importlib.import_module("cffi")
+    except ImportError as e:  # a dependency, but the Python executor works without it
+        raise BuildError(f"cffi is not installed ({e})") from None
 
+
+def _compile(name: str, source: str, root: Path, target: Path) -> None:
+    cffi = _cffi()
     if shutil.which(os.environ.get("CC", "gcc")) is None and shutil.which("cc") is None:
         raise BuildError("no C compiler (gcc/cc) on PATH")
     try:
@@ -107,7 +111,8 @@ def _register_callbacks(mod: ModuleType) -> None:
     """The ``extern "Python"`` functions the generated code calls back."""
     ffi: Any = mod.ffi
 
-    @ffi.def_extern(name="tf_py_random")  # type: ignore[misc]
     def _random(handle: Any, lo: int, hi: int) -> int:
         sw = ffi.from_handle(handle)
         return int(sw.rt.random(lo, hi))
+
+    ffi.def_extern(name="tf_py_random")(_random)

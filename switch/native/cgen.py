@@ -734,7 +734,7 @@ class CGen:
     def _arg(self, call: ast.Call, i: int) -> ast.Expr:
         info = call.ref
         assert info is not None
-        a = info.args[i] if i < len(info.args) else None
+        a: ast.Expr | None = info.args[i] if i < len(info.args) else None
         if a is None:
             raise Unsupported(f"missing argument {i} of {info.name}{_where(call)}")
         return a

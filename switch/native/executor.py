@@ -88,6 +88,8 @@ class NativeSwitch(V1Switch):
             dirty = self._dirty
             t.listeners.append(lambda i=nt.index, d=dirty: d.add(i))  # type: ignore[misc]
             self._tables.append((nt, t))
+        self._order: dict[int, list[TableEntry]] = {}  # entries as loaded, by C index
+        self._timed = [(nt, t) for nt, t in self._tables if t.spec.support_timeout]
         self._indirect = [
             (nt, t) for nt, t in self._tables if t.profile is not None and t.spec.implementation
         ]
@@ -199,9 +201,10 @@ class NativeSwitch(V1Switch):
                 args += [0] * (2 * nt.nargs)
             else:
                 args += _args(calls, nt.nargs)
+        self._order[nt.index] = order
         cls_mask: list[int] = []
-        for masks in classes:
-            for m in masks:
+        for class_masks in classes:
+            for m in class_masks:
                 cls_mask += (m >> 64, m & _M64)
         d = t.default
         rc = self._lib.tf_table_load(
@@ -309,9 +312,25 @@ class NativeSwitch(V1Switch):
         if stats[ST_EGRESS_DIGESTS_IGNORED]:
             self.rt.egress_digests_ignored += stats[ST_EGRESS_DIGESTS_IGNORED]
             stats[ST_EGRESS_DIGESTS_IGNORED] = 0
+        if self._timed:
+            self._note_hits()
         if done == 0:
             raise RuntimeError("the native executor made no progress")
         return int(done)
+
+    def _note_hits(self) -> None:
+        """Idle timeouts: tell the tables which entries packets hit (as Table.lookup does)."""
+        for nt, t in self._timed:
+            clock = t.hit_clock_us
+            if clock is None:
+                continue
+            order = self._order.get(nt.index, [])
+            buf = self._ffi.new("int[]", max(len(order), 1))
+            n = self._lib.tf_table_hits(self._x, nt.index, buf, len(order))
+            if n:
+                now_ns = clock() * 1000
+                for idx in self._ffi.unpack(buf, n):
+                    t.note_hit(order[idx].key, now_ns)
 
     def _flush_digests(self) -> None:
         npg = self.native_program

@@ -22,6 +22,7 @@ int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr
 int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_off,
            uint64_t now, uint8_t *out, int out_cap, int *res);
 int tf_max_growth(void);
+int tf_table_hits(tf_sw *X, int t, int *out, int cap);
 extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
 """
 
@@ -129,6 +130,8 @@ typedef struct {
     int nmem;
     int def_act;
     u128 *def_args;
+    u8 *hits;              /* n: hit since the last tf_table_hits (idle timeouts) */
+    int any_hit;
 } tf_table;
 
 static u64 mix(u64 h, u128 v) {
@@ -140,7 +143,8 @@ static u64 mix(u64 h, u128 v) {
 static void table_free(tf_table *t) {
     free(t->kv); free(t->kr); free(t->cls_of); free(t->cls_mask); free(t->ranged);
     free(t->act); free(t->args); free(t->goff); free(t->gn); free(t->mact); free(t->margs);
-    free(t->def_args);
+    free(t->def_args); free(t->hits);
+    t->hits = NULL; t->any_hit = 0;
     if (t->slots) for (int c = 0; c < t->ncls; c++) free(t->slots[c]);
     free(t->slots); free(t->cap);
     t->kv = t->kr = t->cls_mask = t->args = t->margs = t->def_args = NULL;
@@ -186,9 +190,11 @@ static int table_lookup(const tf_table *t, const u128 *key) {
 }
 
 /* the action of a lookup: returns (hit << 16) | action index (0xFFFF for the no-op) */
-static int table_apply(const tf_table *t, const u128 *key, const u128 *sel, const u128 **args) {
+static int table_apply(tf_table *t, const u128 *key, const u128 *sel, const u128 **args) {
     int e = t->n ? table_lookup(t, key) : -1;
     if (e >= 0) {
+        t->hits[e] = 1;
+        t->any_hit = 1;
         int a = t->act[e];
         if (a != -2) { *args = t->args + e * t->nargs; return (1 << 16) | (a & 0xFFFF); }
         int n = t->gn[e];
@@ -235,7 +241,8 @@ static int table_load(tf_table *t, int n, const u64 *kv, const u64 *kr, const in
     t->def_args = calloc((size_t)na + 1, sizeof(u128));
     t->cap = calloc((size_t)ncls + 1, sizeof(int));
     t->slots = calloc((size_t)ncls + 1, sizeof(int *));
-    if (!t->kv || !t->kr || !t->cls_of || !t->cls_mask || !t->ranged || !t->act || !t->args
+    t->hits = calloc((size_t)n + 1, 1);
+    if (!t->hits || !t->kv || !t->kr || !t->cls_of || !t->cls_mask || !t->ranged || !t->act || !t->args
         || !t->goff || !t->gn || !t->mact || !t->margs || !t->def_args || !t->cap || !t->slots)
         return -1;
     for (int i = 0; i < n * nk; i++) {
@@ -318,6 +325,17 @@ int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr
 }
 
 int tf_max_growth(void) { return MAX_HEADER_BYTES; }
+
+int tf_table_hits(tf_sw *X, int t, int *out, int cap) {
+    if (t < 0 || t >= NTABLES) return 0;
+    tf_table *tb = &X->tables[t];
+    int k = 0;
+    if (!tb->any_hit) return 0;
+    for (int e = 0; e < tb->n && k < cap; e++)
+        if (tb->hits[e]) { tb->hits[e] = 0; out[k++] = e; }
+    tb->any_hit = k == cap;
+    return k;
+}
 
 /* res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set,
    egress port, output offset, output length */
