@@ -295,6 +295,7 @@ class Table:
         else:
             self._timed.pop(old.key, None)
         self._cache.clear()
+        self._changed()
 
     def delete(self, match: tuple[object, ...], priority: int = 0) -> None:
         self._check_writable()
