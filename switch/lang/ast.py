@@ -338,10 +338,11 @@ class ForIn(Stmt):
     """``for (T x in collection) body``: ``collection`` is a :class:`Range` (both ends
     included) or a header stack (each element in turn, copied into ``x``)."""
 
-    var: VarDecl
+    var: VarDecl | None  # None: the loop assigns an existing variable, ``target``
     collection: Expr
     body: Stmt
     annotations: list[Annotation] = field(default_factory=list)
+    target: Expr | None = None
 
 
 @dataclass(eq=False)

@@ -961,6 +961,18 @@ class Parser:
         t = self.expect("for")
         self.expect("(")
         inner = self.parse_annotations()
+        if self.tok.kind is Tok.IDENT and self.peek().text == "in":
+            # for (x in collection): x is a variable declared before the loop
+            name = self.advance()
+            target = ast.Name(name.text, span=name.span)
+            self.expect("in")
+            coll = self.parse_expression()
+            if self.accept(".."):
+                hi = self.parse_expression()
+                coll = ast.Range(coll, hi, span=coll.span)
+            self.expect(")")
+            body = self.parse_statement()
+            return ast.ForIn(None, coll, body, anns, target=target, span=t.span)
         if self.starts_type() and self._is_for_in():
             typ = self.parse_type()
             name = self.ident("loop variable name")

@@ -9,7 +9,8 @@
 // included, evaluated once (the body changing a bound does not matter), an
 // empty range and a range up to the type's maximum; the header-stack form
 // `for (T e in stack)`, where e is a copy of each element in turn (changing e
-// leaves the stack alone); loops in actions chosen by a table, in a control's
+// leaves the stack alone); `for (j in a .. b)` over a variable declared before
+// the loop (it keeps the last value); loops in actions chosen by a table, in a control's
 // apply block and in a function that returns from inside its loop.
 #include <core.p4>
 #include <v1model.p4>
@@ -171,6 +172,14 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         }
         if (hdr.h.mode == 8) {
             hdr.h.aux = lowest_set(hdr.h.sum);
+        }
+        if (hdr.h.mode == 9) {
+            // the loop assigns a variable declared before it, which keeps the last value
+            bit<8> j = 0xff;
+            for (j in hdr.h.a .. hdr.h.count) {
+                hdr.h.sum = hdr.h.sum + (bit<16>) j;
+            }
+            hdr.h.aux = j;
         }
         modes.apply();
     }

@@ -99,11 +99,18 @@ def _for(ck: Checker, s: ast.For, scope: Scope) -> None:
 
 def _for_in(ck: Checker, s: ast.ForIn, scope: Scope) -> None:
     lscope = Scope(scope)
-    vt = ck.resolve_type(s.var.typ, scope)
+    if s.var is not None:
+        vt = ck.resolve_type(s.var.typ, scope)
+        where: ast.Node = s.var
+    else:
+        assert s.target is not None
+        vt = ck.check_expr(s.target, scope)
+        check_lvalue(s.target)
+        where = s.target
     coll = s.collection
     if isinstance(coll, ast.Range):
         if not T.is_fixed(vt):
-            raise err(f"a for loop over a range needs a bit<W> or int<W> variable, not {vt}", s.var)
+            raise err(f"a for loop over a range needs a bit<W> or int<W> variable, not {vt}", where)
         for end in (coll.lo, coll.hi):
             ck.check_expr(end, scope, vt)
             coerce(ck, end, vt, "range bound")
@@ -114,8 +121,9 @@ def _for_in(ck: Checker, s: ast.ForIn, scope: Scope) -> None:
                 f"a for loop can iterate over a range (a .. b) or a header stack, not {ct}", coll
             )
         if not T.same_type(ct.elem, vt) and not (isinstance(vt, T.StructLikeT) and vt is ct.elem):
-            raise err(f"loop variable of type {vt} over a stack of {ct.elem}", s.var)
-    ck.check_local(s.var, lscope, "local")
+            raise err(f"loop variable of type {vt} over a stack of {ct.elem}", where)
+    if s.var is not None:
+        ck.check_local(s.var, lscope, "local")
     _loop_body(ck, s.body, lscope)
 
 
