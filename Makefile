@@ -20,6 +20,7 @@ help:
 	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
 	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
 	@echo "make bench-fabric  bring-up time of the default fabric -> results/bench_fabric.csv (root)"
+	@echo "make bench-fabric-throughput [FT_PLANES=2,4 TARGET=tf]  UDP packets/s, loss, latency, switch CPU through the fabric and Linux routers -> results/bench_fabric_throughput.csv, .png (root)"
 	@echo "make bench-controller  route computation (131,072 GPUs), failure commands -> results/bench_controller.csv"
 	@echo "make exp-gossip  DP, DiLoCo, GlobalM1, GlobalM1LocalM2 at two link rates -> results/gossip.csv, gossip.png"
 	@echo "make exp-decoupled  elastic DP vs Decoupled DiLoCo M=2,4 under chaos -> results/decoupled.csv, decoupled.png"
@@ -142,6 +143,18 @@ bench-fabric: $(STAMP)
 	$(PY) -m topologies.emulation.bench_bringup --runs $(BENCH_RUNS) --cold --planes $(PLANES) \
 	  --leaves $(LEAVES) --spines $(SPINES) --hosts $(HOSTS) --target $(TARGET) \
 	  --results $(RESULTS) --out $(RESULTS)/bench_fabric.csv
+
+# UDP through the fabric with links that do not limit (10 Gbit/s): the P4 switches (TARGET),
+# then the same topology from Linux routers as the reference, appended to the same CSV (root).
+# FT_PLANES=2,4 adds the 4-plane fabric; FT_RATES, FT_SIZES, FT_MODES override the sweep.
+FT_PLANES ?= 2
+FT_ARGS = --planes $(FT_PLANES) --results $(RESULTS) --out $(RESULTS)/bench_fabric_throughput.csv \
+  $(if $(FT_RATES),--rates $(FT_RATES)) $(if $(FT_SIZES),--sizes $(FT_SIZES)) \
+  $(if $(FT_MODES),--modes $(FT_MODES))
+.PHONY: bench-fabric-throughput
+bench-fabric-throughput: $(STAMP)
+	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --target $(TARGET) $(FT_ARGS)
+	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --kernel --append --idle 0 $(FT_ARGS)
 
 # Controller speed: 131,072-GPU route computation, failure commands on 32 switches (no root)
 .PHONY: bench-controller

@@ -1,0 +1,505 @@
+"""UDP throughput, loss, latency and switch CPU through an emulated fabric (``make bench-fabric-throughput``).
+
+A fabric is brought up for the run (default: 2 planes x 2 leaves x 2 spines x 2 hosts per leaf,
+``--planes 4`` for the 4-plane one) with links so fast that they never limit (the switches'
+egress drain rate, ``--link-mbps``, 10 Gbit/s by default). Traffic comes from ``udpblast``
+(``experiments/udpblast.c``, compiled into ``build/`` on first use): paced UDP datagrams with a
+sequence number and a send timestamp, received with the kernel's receive timestamps.
+
+Modes (``--modes``):
+
+* ``one``: one flow from h1 to the first host on another leaf, on plane 0 through spine 0
+  (leaf - spine - leaf: three switches);
+* ``all``: every host sends at once to the host half the host list away (always on another
+  leaf), host i on plane i mod planes through spine (i div planes) mod spines, the offered
+  rate split evenly.
+
+For each mode and payload size (``--sizes``, 64 and 1,400 bytes) the offered rate climbs the
+``--rates`` ladder (packets/s, all senders together) until the fabric is overloaded: loss above
+50 % at an offered rate of at least ``--overload`` (4) times the best delivered rate so far,
+so the rows also show whether delivery holds up under overload (no receive livelock).
+
+Per row: offered and delivered packets/s, delivered Mbit/s (UDP payload), loss, one-way
+latency p50/p99 in microseconds (``all``: the mean of the flows' p50 and the largest p99), the
+switches' CPU (user + system of every switch process over the step, from ``/proc``) in cores
+and in microseconds per delivered packet. ``--idle S`` adds an ``idle`` row: the switches'
+CPU with no traffic at all. ``--kernel`` builds the same topology from Linux routers instead
+(:mod:`experiments.kernel_fabric`: seg6local End with next-csid on every leaf and spine): the
+physical reference; its forwarding runs in softirq context, so the CPU columns stay empty.
+``--target bmv2`` runs BMv2's ``simple_switch_grpc`` as the switches (on PATH).
+
+Results: ``--out`` (CSV, header row, units in the column names) and a plot next to it (PNG).
+Run it as root, under the fabric lock (the make target takes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
+
+from topologies.model import Fabric, FabricSpec, build_fabric
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+BLAST_SOURCE = REPO_ROOT / "experiments" / "udpblast.c"
+BLAST_PORT = 5999
+DEFAULT_RATES = (1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000)
+DEFAULT_SIZES = (64, 1400)
+DEFAULT_LINK_MBPS = 10000.0
+STEP_S = 3.0
+DRAIN_S = 1.0
+LOSS_OVERLOAD = 0.5
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    network: str  # tf, bmv2 or kernel
+    planes: int
+    mode: str  # one, all, idle
+    flows: int
+    payload_bytes: int
+    offered_pps: float
+    sent_pps: float
+    delivered_pps: float
+    delivered_mbps: float
+    loss: float
+    p50_us: float
+    p99_us: float
+    switch_cpu_cores: float  # CPU seconds of all switches per second of the step
+    switch_cpu_us_per_pkt: float  # CPU microseconds of all switches per delivered packet
+    duration_s: float
+
+
+CSV_FIELDS = [f.name for f in fields(Row)]
+
+
+@dataclass(frozen=True)
+class Flow:
+    src: str  # host name
+    dst: str
+    address: str  # the path's destination address
+    src_address: str  # the sending NIC's address
+    hops: tuple[str, ...]
+
+
+@dataclass
+class Network:
+    """What the benchmark needs of a running fabric: where hosts and switches are."""
+
+    kind: str
+    fabric: Fabric
+    enter: dict[str, list[str]]  # per host: the command prefix that runs a program inside it
+    switch_pids: dict[str, int]  # empty: forwarding not done by processes (kernel)
+
+
+# -- udpblast -------------------------------------------------------------------------------
+
+
+def build_blaster(build_dir: pathlib.Path) -> pathlib.Path:
+    """``build/udpblast`` from its C source, rebuilt when the source is newer."""
+    exe = build_dir / "udpblast"
+    if exe.exists() and exe.stat().st_mtime >= BLAST_SOURCE.stat().st_mtime:
+        return exe
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BenchError("no C compiler (cc/gcc) on PATH: install gcc to build udpblast")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [cc, "-O2", "-Wall", "-o", str(exe), str(BLAST_SOURCE)], capture_output=True, text=True
+    )
+    if proc.returncode:
+        raise BenchError(f"cannot compile {BLAST_SOURCE}: {proc.stderr.strip()}")
+    return exe
+
+
+def _enter_pid(pid: int) -> list[str]:
+    """The command prefix that runs a program in the namespaces of process ``pid``."""
+    mnexec = shutil.which("mnexec")
+    return [mnexec, "-a", str(pid)] if mnexec else ["nsenter", "-t", str(pid), "-n", "--"]
+
+
+def _in_host(enter: list[str], argv: Sequence[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*enter, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _result(proc: subprocess.Popen[str], timeout_s: float, what: str) -> dict[str, float]:
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise BenchError(f"{what} did not finish within {timeout_s:g} s") from None
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        raise BenchError(f"{what} failed (exit {proc.returncode}): {err.strip()[-300:]}")
+    doc: dict[str, float] = json.loads(lines[-1])
+    return doc
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of these processes (all their threads) so far."""
+    total = 0
+    for pid in pids:
+        try:
+            parts = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(parts[11]) + int(parts[12])  # utime, stime (fields 14 and 15)
+    return total / CLK_TCK
+
+
+def flows_for(fabric: Fabric, mode: str) -> list[Flow]:
+    """The flows of ``mode`` (see the module docstring)."""
+    hosts = [h.name for h in fabric.hosts]
+    if mode == "one":
+        src = hosts[0]
+        leaf = fabric.host(src).leaf_index
+        dst = next(h.name for h in fabric.hosts if h.leaf_index != leaf)
+        pairs = [(src, dst, 0)]
+    elif mode == "all":
+        n = len(hosts)
+        pairs = [(hosts[i], hosts[(i + n // 2) % n], i) for i in range(n)]
+    else:
+        raise BenchError(f"unknown mode {mode!r}: use one or all")
+    flows = []
+    planes, spines = fabric.spec.planes, fabric.spec.spines
+    for src, dst, k in pairs:
+        paths = fabric.paths(src, dst)  # plane-major
+        p = paths[(k % planes) * spines + (k // planes) % spines]
+        nic = fabric.host(src).nics[p.plane].address
+        flows.append(Flow(src, dst, p.address, nic, p.hops))
+    return flows
+
+
+def run_step(
+    net: Network, blast: pathlib.Path, flows: Sequence[Flow], pps: float, size: int, step_s: float
+) -> Row:
+    """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row."""
+    receivers = {
+        dst: _in_host(net.enter[dst], [str(blast), "recv", str(BLAST_PORT), str(step_s + 4)])
+        for dst in sorted({f.dst for f in flows})
+    }
+    try:
+        for dst, proc in receivers.items():
+            assert proc.stdout is not None
+            if "ready" not in proc.stdout.readline():
+                raise BenchError(f"the receiver on {dst} did not start: {proc.stderr}")
+        pids = list(net.switch_pids.values())
+        cpu0, t0 = cpu_seconds(pids), time.monotonic()
+        per_flow = pps / len(flows)
+        senders = [
+            _in_host(
+                net.enter[f.src],
+                [
+                    str(blast),
+                    "send",
+                    f.address,
+                    str(BLAST_PORT),
+                    f"{per_flow:.3f}",
+                    str(step_s),
+                    str(size),
+                    str(i),
+                    f.src_address,
+                ],
+            )
+            for i, f in enumerate(flows)
+        ]
+        sent = [_result(s, step_s + 10, f"the sender on {f.src}") for s, f in zip(senders, flows)]
+        time.sleep(DRAIN_S)
+        cpu1, t1 = cpu_seconds(pids), time.monotonic()
+        for proc in receivers.values():
+            proc.terminate()
+        got = [_result(p, 10, f"the receiver on {d}") for d, p in receivers.items()]
+    finally:
+        for proc in receivers.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    n_sent = sum(s["sent"] for s in sent)
+    n_got = sum(g["packets"] for g in got)
+    took = max(s["duration_s"] for s in sent)
+    delivered = n_got / took
+    cpu = cpu1 - cpu0
+    lat = [g for g in got if g["packets"]]
+    return Row(
+        network=net.kind,
+        planes=net.fabric.spec.planes,
+        mode="one" if len(flows) == 1 else "all",
+        flows=len(flows),
+        payload_bytes=size,
+        offered_pps=pps,
+        sent_pps=round(n_sent / took, 1),
+        delivered_pps=round(delivered, 1),
+        delivered_mbps=round(delivered * size * 8 / 1e6, 3),
+        loss=round(1 - n_got / n_sent, 4) if n_sent else math.nan,
+        p50_us=round(sum(g["p50_us"] for g in lat) / len(lat), 1) if lat else math.nan,
+        p99_us=max((g["p99_us"] for g in lat), default=math.nan),
+        switch_cpu_cores=round(cpu / (t1 - t0), 3) if pids else math.nan,
+        switch_cpu_us_per_pkt=round(cpu / n_got * 1e6, 2) if pids and n_got else math.nan,
+        duration_s=round(took, 3),
+    )
+
+
+def idle_row(net: Network, seconds: float) -> Row:
+    """The switches' CPU over ``seconds`` with no traffic."""
+    pids = list(net.switch_pids.values())
+    cpu0, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(seconds)
+    cpu = cpu_seconds(pids) - cpu0
+    took = time.monotonic() - t0
+    nan = math.nan
+    return Row(
+        net.kind, net.fabric.spec.planes, "idle", 0, 0, 0, 0, 0, 0, nan, nan, nan,
+        round(cpu / took, 4) if pids else nan, nan, round(took, 3),
+    )  # fmt: skip
+
+
+def sweep(
+    net: Network,
+    blast: pathlib.Path,
+    modes: Sequence[str],
+    sizes: Sequence[int],
+    rates: Sequence[float],
+    *,
+    step_s: float = STEP_S,
+    overload: float = 4.0,
+) -> Iterator[Row]:
+    """Rows of every mode and size, the offered rate stepped up to overload."""
+    for mode in modes:
+        flows = flows_for(net.fabric, mode)
+        for size in sizes:
+            best = 0.0
+            for pps in rates:
+                row = run_step(net, blast, flows, pps, size, step_s)
+                yield row
+                best = max(best, row.delivered_pps)
+                if row.loss > LOSS_OVERLOAD and pps >= overload * best:
+                    break
+
+
+def _describe(row: Row) -> str:
+    if row.mode == "idle":
+        return f"{row.network} idle: switches use {row.switch_cpu_cores * 100:.2f} % of one core"
+    return (
+        f"{row.network} {row.mode:3s} {row.payload_bytes:5d} B  offered {row.offered_pps:9.0f}"
+        f" sent {row.sent_pps:9.0f} delivered {row.delivered_pps:9.0f} pkt/s"
+        f" ({row.delivered_mbps:8.2f} Mbit/s) loss {row.loss * 100:5.1f} %"
+        f"  p50 {row.p50_us:8.1f} p99 {row.p99_us:9.1f} us"
+        f"  cpu {row.switch_cpu_cores:5.2f} cores {row.switch_cpu_us_per_pkt:7.1f} us/pkt"
+    )
+
+
+# -- networks ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tf_network(spec: FabricSpec, target: str, results_dir: str) -> Iterator[Network]:
+    """The emulated fabric of ``spec`` with P4 switches of ``target``, brought up and stopped."""
+    from topologies.emulation.bringup import bring_up, busy_reason
+    from topologies.emulation.fabricnet import FabricNetOptions
+    from topologies.emulation.mnfabric import FabricNetError, SwitchOptions
+
+    reason = busy_reason(results_dir)
+    if reason:
+        raise BenchError(reason)
+    run_dir = pathlib.Path(results_dir) / "fabric"
+    options = FabricNetOptions(
+        switch=SwitchOptions(
+            target=target,
+            log_dir=str(run_dir / "logs"),
+            link_mbps=spec.link_mbps,
+            queue_depth=spec.queue_depth,
+        ),
+        results_dir=results_dir,
+    )
+    try:
+        up = bring_up(build_fabric(spec), options)
+    except FabricNetError as e:
+        raise BenchError(f"fabric bring-up failed: {e}") from None
+    try:
+        if not up.verified:
+            raise BenchError("some paths of the fabric do not work")
+        mf = up.net.mf
+        assert mf is not None
+        switch_pids = {s.name: s.switch_pid for s in mf.switches if s.switch_pid is not None}
+        enter = {h: _enter_pid(pid) for h, pid in up.net.host_pids().items()}
+        yield Network(target, up.net.fabric, enter, switch_pids)
+    finally:
+        up.stop()
+
+
+@contextlib.contextmanager
+def kernel_network(spec: FabricSpec) -> Iterator[Network]:
+    """The topology of ``spec`` from Linux routers (:mod:`experiments.kernel_fabric`)."""
+    from experiments.kernel_fabric import KernelFabricError, kernel_fabric
+
+    fabric = build_fabric(spec)
+    try:
+        with kernel_fabric(fabric) as ns:
+            enter = {h.name: ["ip", "netns", "exec", ns[h.name]] for h in fabric.hosts}
+            yield Network("kernel", fabric, enter, {})
+    except KernelFabricError as e:
+        raise BenchError(f"cannot build the Linux-router fabric: {e}") from None
+
+
+def write_csv(rows: Sequence[Row], path: pathlib.Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow(asdict(row))
+
+
+def plot(csv_path: pathlib.Path, png_path: pathlib.Path) -> None:
+    """Delivered vs offered packets/s and switch CPU per packet, from the CSV only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    with csv_path.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["mode"] != "idle"]
+    series: dict[tuple[str, str, str, str], list[dict[str, str]]] = {}
+    for r in rows:
+        key = (r["network"], r["planes"], r["mode"], r["payload_bytes"])
+        series.setdefault(key, []).append(r)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for (network, planes, mode, size), rs in sorted(series.items()):
+        label = f"{network} {planes}p {mode} {size} B"
+        x = [float(r["offered_pps"]) for r in rs]
+        style = "--" if network == "kernel" else "-"
+        ax1.plot(x, [float(r["delivered_pps"]) for r in rs], style, marker="o", label=label)
+        cpu = [float(r["switch_cpu_us_per_pkt"]) for r in rs]
+        if not all(math.isnan(c) for c in cpu):
+            ax2.plot(x, cpu, marker="o", label=label)
+    offered = [float(r["offered_pps"]) for r in rows] or [1.0]
+    lo, top = min(offered), max(offered)
+    ax1.plot([lo, top], [lo, top], color="grey", linestyle=":", label="loss-free")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("offered packets/s (all senders)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax1.set_ylabel("delivered packets/s")
+    ax2.set_ylabel("switch CPU µs per delivered packet")
+    ax1.legend(fontsize=7)
+    if ax2.lines:
+        ax2.legend(fontsize=7)
+    fig.suptitle("UDP through the fabric (links do not limit)")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=120)
+    plt.close(fig)
+
+
+def _numbers(text: str, kind: type[int] | type[float]) -> list[float]:
+    try:
+        return [kind(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.bench_fabric_throughput",
+        description=(__doc__ or "").splitlines()[0],
+    )
+    ap.add_argument("--out", default="results/bench_fabric_throughput.csv")
+    ap.add_argument("--results", default="results", help="the fabric's run directory's parent")
+    ap.add_argument("--planes", type=lambda t: _numbers(t, int), default=[2], help="e.g. 2,4")
+    ap.add_argument("--target", default="tf", choices=("tf", "bmv2"))
+    ap.add_argument("--kernel", action="store_true", help="Linux routers instead of P4 switches")
+    ap.add_argument("--modes", default="one,all")
+    ap.add_argument("--sizes", type=lambda t: _numbers(t, int), default=list(DEFAULT_SIZES))
+    ap.add_argument("--rates", type=lambda t: _numbers(t, float), default=list(DEFAULT_RATES))
+    ap.add_argument("--step-s", type=float, default=STEP_S, help="seconds per offered rate")
+    ap.add_argument("--overload", type=float, default=4.0)
+    ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle row (0: none)")
+    ap.add_argument("--link-mbps", type=float, default=DEFAULT_LINK_MBPS)
+    ap.add_argument("--append", action="store_true", help="add to the CSV instead of replacing")
+    args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in ("one", "all")]
+    if bad or any(s < 24 or s > 1452 for s in args.sizes) or args.step_s <= 0:
+        print(
+            "error: modes are one/all, payload sizes 24..1452 bytes, --step-s positive",
+            file=sys.stderr,
+        )
+        return 2
+    if os.geteuid() != 0:
+        print("error: the benchmark builds network namespaces: run it as root", file=sys.stderr)
+        return 2
+    out = pathlib.Path(args.out)
+    rows: list[Row] = []
+    if args.append and out.exists():
+        with out.open() as f:
+            rows = [
+                Row(**{k: (type_of(k))(v) for k, v in r.items()})  # type: ignore[arg-type]
+                for r in csv.DictReader(f)
+            ]
+    try:
+        blast = build_blaster(REPO_ROOT / "build")
+        for planes in args.planes:
+            spec = FabricSpec(planes=int(planes), link_mbps=args.link_mbps)
+            if args.kernel:
+                ctx = kernel_network(spec)
+            else:
+                ctx = tf_network(spec, args.target, args.results)
+            with ctx as net:
+                print(f"{net.kind} fabric up: {planes} planes", flush=True)
+                if args.idle > 0:
+                    time.sleep(1.0)
+                    rows.append(idle_row(net, args.idle))
+                    print(_describe(rows[-1]), flush=True)
+                for row in sweep(
+                    net, blast, modes, args.sizes, args.rates,
+                    step_s=args.step_s, overload=args.overload,
+                ):  # fmt: skip
+                    rows.append(row)
+                    print(_describe(row), flush=True)
+                    write_csv(rows, out)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        if rows:
+            write_csv(rows, out)
+        return 1
+    write_csv(rows, out)
+    png = out.with_suffix(".png")
+    plot(out, png)
+    print(f"wrote {out} and {png}")
+    return 0
+
+
+def type_of(name: str) -> type[int] | type[float] | type[str]:
+    """The Python type of a CSV column of :class:`Row`."""
+    t = {f.name: f.type for f in fields(Row)}[name]
+    return {"int": int, "float": float, "str": str}[str(t)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

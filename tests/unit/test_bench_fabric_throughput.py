@@ -1,0 +1,121 @@
+"""The fabric throughput benchmark's parts that need no fabric: flows, routers, udpblast, CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.bench_fabric_throughput import (
+    CSV_FIELDS,
+    Row,
+    build_blaster,
+    flows_for,
+    plot,
+    write_csv,
+)
+from experiments.kernel_fabric import router_batch
+from topologies.model import FabricSpec, build_fabric, usid_address
+
+
+@pytest.mark.parametrize("planes", [2, 4])
+def test_one_flow_crosses_leaf_spine_leaf_and_all_hosts_send_once(planes: int) -> None:
+    fabric = build_fabric(FabricSpec(planes=planes))
+    [one] = flows_for(fabric, "one")
+    assert len(one.hops) == 3 and one.hops[0] != one.hops[2]
+    assert fabric.host(one.src).leaf_index != fabric.host(one.dst).leaf_index
+    flows = flows_for(fabric, "all")
+    hosts = sorted(h.name for h in fabric.hosts)
+    assert sorted(f.src for f in flows) == hosts
+    assert sorted(f.dst for f in flows) == hosts
+    for f in flows:
+        assert fabric.host(f.src).leaf_index != fabric.host(f.dst).leaf_index
+        assert f.address in {p.address for p in fabric.paths(f.src, f.dst)}
+    # the flows spread over the planes
+    assert len({fabric.switch(f.hops[1]).plane for f in flows}) == min(planes, len(flows))
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(Exception, match="unknown mode"):
+        flows_for(build_fabric(FabricSpec()), "some")
+
+
+def test_a_linux_router_shifts_its_own_usid_and_routes_every_neighbour() -> None:
+    fabric = build_fabric(FabricSpec())
+    leaf = fabric.leaf(0, 0)
+    text = router_batch(fabric, leaf.name)
+    own = f"{usid_address(leaf.usid)}/48"
+    assert f"route replace {own} encap seg6local action End flavors next-csid" in text
+    for port, peer in leaf.ports.items():
+        if peer.startswith("h"):
+            prefix = f"{fabric.host(peer).nics[0].address}/48"
+        else:
+            prefix = f"{usid_address(fabric.switch(peer).usid)}/48"
+        assert f"route replace {prefix} via " in text
+        assert f"dev e{port} nud permanent" in text
+
+
+def test_udpblast_counts_sequence_numbers_and_latency_on_loopback(tmp_path: Path) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    exe = build_blaster(tmp_path)
+    rx = subprocess.Popen(
+        [str(exe), "recv", "5899", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert rx.stdout is not None
+        assert "ready" in rx.stdout.readline()
+        tx = subprocess.run(
+            [str(exe), "send", "::1", "5899", "4000", "0.5", "64", "7"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert tx.returncode == 0, tx.stderr
+        sent = json.loads(tx.stdout)
+        time.sleep(0.2)
+        rx.terminate()
+        out, _err = rx.communicate(timeout=10)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+    got = json.loads(out.splitlines()[-1])
+    assert 1800 <= sent["sent"] <= 2100  # 4000/s for 0.5 s
+    assert (got["packets"], got["bad"], got["duplicates"]) == (sent["sent"], 0, 0)
+    assert got["bytes"] == 64 * sent["sent"]
+    assert 0 < got["p50_us"] <= got["p99_us"] <= got["max_us"]
+
+
+def test_udpblast_refuses_bad_arguments(tmp_path: Path) -> None:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    exe = build_blaster(tmp_path)
+    bad = subprocess.run(
+        [str(exe), "send", "nowhere", "1", "10", "1", "64", "0"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "bad destination address" in bad.stderr
+    small = subprocess.run(
+        [str(exe), "send", "::1", "1", "10", "1", "8", "0"], capture_output=True, text=True
+    )
+    assert small.returncode == 2 and "payload" in small.stderr
+
+
+def test_the_csv_has_units_and_the_plot_reads_it(tmp_path: Path) -> None:
+    nan = float("nan")
+    rows = [
+        Row("tf", 2, "idle", 0, 0, 0, 0, 0, 0, nan, nan, nan, 0.01, nan, 10.0),
+        Row("tf", 2, "one", 1, 64, 1000, 1000, 990, 0.5, 0.01, 50, 400, 0.2, 200.0, 3.0),
+        Row("kernel", 2, "one", 1, 64, 1000, 1000, 1000, 0.5, 0.0, 10, 40, nan, nan, 3.0),
+    ]
+    out = tmp_path / "b.csv"
+    write_csv(rows, out)
+    with out.open() as f:
+        assert next(csv.reader(f)) == CSV_FIELDS
+    assert "delivered_pps" in CSV_FIELDS and "switch_cpu_us_per_pkt" in CSV_FIELDS
+    plot(out, tmp_path / "b.png")
+    assert (tmp_path / "b.png").stat().st_size > 1000
