@@ -10,7 +10,8 @@ fabric ``make fabric-up`` started; one rank per host) or, with ``--local N``, as
 processes. Each gets ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
 ``MASTER_ADDR`` and ``MASTER_PORT``; on fabric hosts also ``TAILFABRIC_TOPOLOGY`` and
 ``TAILFABRIC_HOST`` (the ``tailfabric`` backend's paths) and ``GLOO_SOCKET_IFNAME`` (gloo
-talks over the host's plane-0 NIC; ``MASTER_ADDR`` is rank 0's plane-0 address). Every line a
+talks over the host's plane-0 NIC; ``MASTER_ADDR`` is rank 0's plane-0 address, which rank 0
+reaches through ``lo``: tf-run brings it up in each host, where the fabric leaves it down). Every line a
 rank prints (stdout and stderr) comes out prefixed with ``[rank i host]``; when a rank fails
 (non-zero exit) or on Ctrl-C the others are terminated, then killed after a grace period, and
 tf-run exits with the first failure's status (0 when every rank succeeded).
@@ -142,6 +143,8 @@ class Launch:
     def start(self) -> None:
         base = dict(os.environ)
         for spec in self.plan:
+            if spec.prefix:
+                _loopback_up(spec)
             argv = [*spec.prefix, *self.command]
             if spec.prefix:
                 argv = [*spec.prefix, "env", "-C", os.getcwd(), *self.command]
@@ -208,6 +211,20 @@ class Launch:
         with self._lock:
             self.out.write(f"tf-run: {msg}\n")
             self.out.flush()
+
+
+def _loopback_up(spec: RankSpec) -> None:
+    """Bring up ``lo`` in the rank's host: the fabric's hosts leave it down, and rank 0
+    reaches its own rendezvous server (``MASTER_ADDR`` is its own address) through it.
+
+    Raises:
+        LaunchError: ``ip`` failed in that host.
+    """
+    done = subprocess.run(
+        [*spec.prefix, "ip", "link", "set", "dev", "lo", "up"], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise LaunchError(f"cannot bring up lo in {spec.where}: {done.stderr.strip()[:200]}")
 
 
 def exit_status(codes: Mapping[int, int], first: int | None = None) -> int:
