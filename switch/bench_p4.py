@@ -7,6 +7,10 @@ Runs whole v1model pipeline passes (parser, ingress, egress, deparser) with
   distinct destinations cycling (BMv2's published stress test reaches about 80,000 packets/s
   end to end; this project's target for this program is at least 100,000).
 * ``fabric``: ``p4/fabric.p4`` as a fabric leaf, set up by :mod:`switch.bench_fabric`.
+
+``--native`` runs the same cases on the native executor (:mod:`switch.native`: the program's
+generated C), feeding it batches of ``--batch`` packets per call (:meth:`NativeSwitch.process_batch`;
+``--batch 1`` measures ``process`` one packet at a time). The ``executor`` column says which ran.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from switch.bench_fabric import setup_fabric
 from switch.compile import load_program
+from switch.native import NativeSwitch, NativeUnavailable, make_switch
 from switch.pipeline.tables import TableEntry
 from switch.pipeline.v1model import V1Switch
 from switch.schema import ActionCall
@@ -97,6 +102,27 @@ def measure(sw: V1Switch, frames: list[bytes], seconds: float) -> tuple[int, flo
     return n, time.perf_counter() - start
 
 
+def measure_batches(
+    sw: NativeSwitch, frames: list[bytes], seconds: float, batch: int
+) -> tuple[int, float]:
+    """Like :func:`measure`, ``batch`` packets per call into the native executor."""
+    nf = len(frames)
+    batches = [[(1, frames[(b + i) % nf]) for i in range(batch)] for b in range(0, nf, batch)]
+    process_batch = sw.process_batch
+    n = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for pkts in batches:
+            out = process_batch(pkts)
+            if len(out) != len(pkts):
+                raise RuntimeError("benchmark packet was dropped: the setup is wrong")
+            n += len(pkts)
+        if time.perf_counter() >= deadline:
+            break
+    return n, time.perf_counter() - start
+
+
 def run_one(
     name: str,
     path: Path,
@@ -104,12 +130,20 @@ def run_one(
     seconds: float,
     repeats: int,
     flows: int,
+    native: bool = False,
+    batch: int = 256,
 ) -> Result:
     prog = load_program(path)
-    sw = V1Switch(prog, seed=1)
+    sw = make_switch(prog, seed=1, mode="on") if native else V1Switch(prog, seed=1)
     entries, frames = setup(sw, random.Random(7), flows)
-    measure(sw, frames, 0.3)  # warm-up (lookup caches, allocator)
-    runs = [measure(sw, frames, seconds) for _ in range(repeats)]
+
+    def one(secs: float) -> tuple[int, float]:
+        if isinstance(sw, NativeSwitch) and batch > 1:
+            return measure_batches(sw, frames, secs, batch)
+        return measure(sw, frames, secs)
+
+    one(0.3)  # warm-up (lookup caches, allocator)
+    runs = [one(seconds) for _ in range(repeats)]
     rates = [n / dt for n, dt in runs]
     best = statistics.median(rates)
     total_n = sum(n for n, _ in runs)
@@ -123,14 +157,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--flows", type=int, default=1024)
+    ap.add_argument(
+        "--native", action="store_true", help="run the generated C (switch.native) instead"
+    )
+    ap.add_argument("--batch", type=int, default=256, help="packets per call with --native")
     args = ap.parse_args(argv)
+    if args.batch < 1:
+        ap.error("--batch must be at least 1")
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})  # one core
     cases = [
         ("ipv6_router", P4_DIR / "ipv6_router.p4", setup_ipv6_router),
         ("fabric", P4_DIR / "fabric.p4", setup_fabric),
     ]
-    results = [run_one(n, p, s, args.seconds, args.repeats, args.flows) for n, p, s in cases]
+    try:
+        results = [
+            run_one(n, p, s, args.seconds, args.repeats, args.flows, args.native, args.batch)
+            for n, p, s in cases
+        ]
+    except NativeUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    executor = f"native (batch {args.batch})" if args.native else "python"
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
@@ -146,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 "us_per_packet",
                 "python",
                 "machine",
+                "executor",
             ]
         )
         for r in results:
@@ -160,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{1e6 / r.pps:.2f}",
                     platform.python_version(),
                     platform.machine(),
+                    executor,
                 ]
             )
     for r in results:
         print(
             f"{r.program}: {r.pps:,.0f} packets/s ({1e6 / r.pps:.2f} us/packet, "
-            f"{r.entries} table entries, {r.flows} flows)"
+            f"{r.entries} table entries, {r.flows} flows, {executor})"
         )
     print(f"wrote {out}")
     return 0

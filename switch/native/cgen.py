@@ -215,25 +215,43 @@ class CGen:
         return _ctype_scalar(t)
 
     def _codec(self, name: str, t: T.StructLikeT) -> None:
+        """``ext_H``/``emit_H``: the header as big-endian 64-bit words, each field made of (or
+        put into) the words it overlaps with shifts known at compile time."""
         total = T.width_of(t)
         if total % 8:
             raise Unsupported(f"header {t.name} of {total} bits (not whole bytes)")
-        ext, emit = [], []
+        nb = total // 8
+        nw = (total + 63) // 64
+        fields: list[tuple[str, int, int]] = []  # (name, bit offset, width)
         off = 0
         for n, ft in t.fields.items():
             w = _scalar_width(ft, f"field {t.name}.{n}")
-            if w > 120 and (off % 8 or w % 8):
-                raise Unsupported(f"unaligned {w}-bit field {t.name}.{n}")
-            ext.append(f"    h->f_{n} = getbits(p, {off}, {w});")
-            emit.append(f"    putbits(p, {off}, {w}, h->f_{n});")
+            fields.append((n, off, w))
             off += w
-        nb = total // 8
+        ext = [f"    u64 w{k} = be64(p + {8 * k});" for k in range(nw)]
+        parts: list[list[str]] = [[] for _ in range(nw)]
+        for n, s, w in fields:
+            pieces = []
+            for k in range(s // 64, (s + w - 1) // 64 + 1):
+                d = 64 * k + 64 - s - w  # field bit i is word bit i + d
+                pieces.append(f"((u128)w{k} >> {d})" if d >= 0 else f"((u128)w{k} << {-d})")
+                parts[k].append(
+                    f"(u64)((u128)h->f_{n} << {d})" if d >= 0 else f"(u64)((u128)h->f_{n} >> {-d})"
+                )
+            value = " | ".join(pieces)
+            ext.append(f"    h->f_{n} = ({value}) & {_mask(w)};")
+        emit = [
+            f"    put_be64(p + {8 * k}, {' | '.join(ps) if ps else '0'});"
+            for k, ps in enumerate(parts)
+        ]
         self.codecs.append(
-            f"static inline void ext_{name}({name} *h, const u8 *p) {{\n"
+            f"static inline void ext_{name}({name} *h, const u8 *src) {{\n"
+            + f"    u8 p[{8 * nw + 8}];\n"
+            + f"    memcpy(p, src, {nb}); memset(p + {nb}, 0, {8 * nw + 8 - nb});\n"
             + "\n".join(ext)
             + "\n    h->valid = 1;\n}\n"
+            + "/* writes whole 64-bit words: up to 7 bytes past the header are overwritten */\n"
             + f"static inline void emit_{name}(const {name} *h, u8 *p) {{\n"
-            + f"    memset(p, 0, {nb});\n"
             + "\n".join(emit)
             + "\n}"
         )

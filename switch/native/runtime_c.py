@@ -19,8 +19,8 @@ int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr
                   const int *cls, int ncls, const uint64_t *cls_mask, const int *act,
                   const uint64_t *args, const int *goff, const int *gn, const int *mact,
                   const uint64_t *margs, int def_act, const uint64_t *def_args, int early);
-int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_off,
-           uint64_t now, uint8_t *out, int out_cap, int *res);
+int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_len,
+           uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port, int *out_off);
 int tf_max_growth(void);
 int tf_table_hits(tf_sw *X, int t, int *out, int cap);
 extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
@@ -43,17 +43,39 @@ typedef uint64_t u64;
 enum { ST_RECEIVED, ST_SENT, ST_DROPPED, ST_PARSER_ERRORS, ST_EGRESS_DIGESTS_IGNORED,
        ST_DIGESTS, ST_EXT_ERRORS, ST_N };
 
+static inline u64 be64(const u8 *p) { u64 v; memcpy(&v, p, 8); return __builtin_bswap64(v); }
+static inline void put_be64(u8 *p, u64 v) { v = __builtin_bswap64(v); memcpy(p, &v, 8); }
+
+/* `w` bits at bit offset `off` of p, big-endian (p has 8 readable bytes past the field) */
 static inline u128 getbits(const u8 *p, unsigned off, unsigned w) {
-    unsigned first = off >> 3, last = (off + w - 1) >> 3;
+    unsigned first = off >> 3, sh = off & 7;
+    if (sh + w <= 64) {
+        u64 v = be64(p + first) << sh;
+        return (u128)(w == 64 ? v : v >> (64 - w));
+    }
+    if (sh == 0 && w == 128) return U128(be64(p + first), be64(p + first + 8));
+    unsigned last = (off + w - 1) >> 3;
     u128 v = 0;
     for (unsigned i = first; i <= last; i++) v = (v << 8) | p[i];
     v >>= 8 * (last + 1) - (off + w);
     return v & MASKW(w);
 }
 
+/* OR `w` bits into p at bit offset `off` (the bits are zero; p has 8 writable bytes past) */
 static inline void putbits(u8 *p, unsigned off, unsigned w, u128 v) {
-    unsigned first = off >> 3, last = (off + w - 1) >> 3;
-    u128 x = (v & MASKW(w)) << (8 * (last + 1) - (off + w));
+    unsigned first = off >> 3, sh = off & 7;
+    v &= MASKW(w);
+    if (sh + w <= 64) {
+        put_be64(p + first, be64(p + first) | ((u64)v << (64 - sh - w)));
+        return;
+    }
+    if (sh == 0 && w == 128) {
+        put_be64(p + first, (u64)(v >> 64));
+        put_be64(p + first + 8, (u64)v);
+        return;
+    }
+    unsigned last = (off + w - 1) >> 3;
+    u128 x = v << (8 * (last + 1) - (off + w));
     for (int i = (int)last; i >= (int)first; i--) { p[i] |= (u8)x; x >>= 8; }
 }
 
@@ -337,23 +359,27 @@ int tf_table_hits(tf_sw *X, int t, int *out, int cap) {
     return k;
 }
 
-/* res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set,
-   egress port, output offset, output length */
-int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_off,
-           uint64_t now, uint8_t *out, int out_cap, int *res) {
-    int o = 0;
+/* res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set;
+   out_port: the egress port (the ingress port for an ingress drop); out_off[i]..out_off[i+1]:
+   the output bytes (none for a drop) */
+int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_len,
+           uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port, int *out_off) {
+    int o = 0, in_o = 0;
+    out_off[0] = 0;
     for (int i = 0; i < n; i++) {
-        const u8 *data = in + in_off[i];
-        int len = in_off[i + 1] - in_off[i];
-        int *r = res + 4 * i;
-        if (o + len + MAX_HEADER_BYTES > out_cap) return i;
+        const u8 *data = in + in_o;
+        int len = in_len[i];
+        if (o + len + MAX_HEADER_BYTES + 16 > out_cap) return i;
         if (X->stats[ST_DIGESTS] >= (u64)X->dig_cap) return i;
+        in_o += len;
         X->stats[ST_RECEIVED]++;
-        r[2] = o;
+        int r[4] = {0, 0, 0, 0};
         int st = run_packet(X, in_port[i], data, len, now, out + o, r);
-        r[0] = st;
+        res[i] = st;
+        out_port[i] = r[1];
         if ((st & 15) == 0) { o += r[3]; X->stats[ST_SENT]++; }
-        else { r[3] = 0; X->stats[ST_DROPPED]++; }
+        else X->stats[ST_DROPPED]++;
+        out_off[i + 1] = o;
     }
     return n;
 }
