@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
+from switch.native import NativeUnavailable, native_reason
+from switch.native import set_default_mode as set_native_mode
 from switch.pipeline.drops import DropReason
 
 if TYPE_CHECKING:
@@ -145,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="spin on the receive rings for US microseconds after the last frame instead of "
         "sleeping (for a switch pinned to its own core; default 0: never spin)",
     )
+    ap.add_argument(
+        "--native",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="run programs as generated C (switch.native): auto uses it when the program "
+        "is supported and a C compiler works, else Python with a warning; on fails with the "
+        "reason instead; off always uses the Python executor (default auto)",
+    )
     ap.add_argument("--nanolog", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--notifications-addr", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--grpc-server-addr", default=None, help=argparse.SUPPRESS)
@@ -241,7 +251,12 @@ class SwitchDaemon:
     def start(self) -> None:
         args = self.args
         if args.program:
-            self.device.commit(load_pipeline(args.program, args.include))
+            pipeline = load_pipeline(args.program, args.include)
+            if args.native == "on":
+                reason = native_reason(pipeline.program)
+                if reason is not None:
+                    raise NativeUnavailable(reason)
+            self.device.commit(pipeline)
         self._open_ports()
         from switch.device.control import RuntimeCliServer
         from switch.p4rt.server import P4RuntimeServer
@@ -404,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    set_native_mode(args.native)
     daemon = SwitchDaemon(args)
     done = threading.Event()
 
@@ -416,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         daemon.start()
     except P4Error as e:
         print(e.render(), file=sys.stderr)
+        daemon.stop()
+        return 1
+    except NativeUnavailable as e:
+        print(f"tf-switch: error: --native on: {e}", file=sys.stderr)
         daemon.stop()
         return 1
     except OSError as e:
