@@ -13,6 +13,7 @@ RESULTS := results
 help:
 	@echo "make test        set up .venv and run the whole test suite"
 	@echo "make bench-p4    packets/s of the software P4 target -> results/bench_p4.csv"
+	@echo "make bench-p4-native  the same on the native executor -> results/bench_p4_native.csv"
 	@echo "make fuzz-p4 [FUZZ_PROGRAMS=10000]  random header/union/stack programs x packets: no crash"
 	@echo "make bench-transport  MRC / single path / TCP goodput and completion times -> results/bench_transport.csv"
 	@echo "make bench-switch  tf-switch on veths with tcpreplay -> results/bench_switch.csv (root)"
@@ -41,6 +42,8 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	@# the native executor of the project's programs (switch/native), built into its cache
+	-@$(PY) -m switch.native p4/*.p4
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -62,6 +65,12 @@ lint: $(STAMP)
 bench-p4: $(STAMP)
 	@mkdir -p $(RESULTS)
 	$(PY) -m switch.bench_p4 --out $(RESULTS)/bench_p4.csv
+
+# The same cases on the native executor (generated C, 256 packets per call; switch/native).
+.PHONY: bench-p4-native
+bench-p4-native: $(STAMP)
+	@mkdir -p $(RESULTS)
+	$(PY) -m switch.bench_p4 --native --out $(RESULTS)/bench_p4_native.csv
 
 # Random well-typed programs over headers, unions and stacks, 8 packets each (the unit suite
 # runs 60 of them; tests/unit/test_fuzz_programs.py).
