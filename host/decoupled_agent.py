@@ -502,6 +502,8 @@ def _learner(agent: Agent, cmd: RunCommand) -> str:
         run = LearnerRun(cfg, state, link, life, log, cmd.origin)
         if catch_up:
             run.catch_up()
+        elif life.incarnation == 0:
+            run.wait_for_start()
         run.train()
 
     agent.progress = progress

@@ -92,7 +92,8 @@ def test_a_merge_is_the_outer_step_of_the_weighted_mean_anchored_at_the_syncer()
     w = merge_weights(Weighting.TOKENS_SQUARED_PER_STEP, [4, 2], [64, 16])
     deltas = np.stack([theta0.numpy() - a.array, theta0.numpy() - b.array]).astype(np.float64)
     mean = torch.from_numpy(((w / w.sum()) @ deltas).astype(np.float32))
-    expect = OuterOptimizer(cfg.outer).step(theta0, mean)
+    share = 2 / 3  # two of the three live learners: that share of an outer step
+    expect = OuterOptimizer(cfg.outer).step(theta0, mean * share, share)
     torch.testing.assert_close(core.theta[1], expect, rtol=1e-6, atol=1e-7)
     assert torch.equal(core.theta[0], make(cfg)[0].theta[0])  # the other fragment untouched
     assert [(s.learner, s.kind, s.round, s.tensor, s.counters) for s in sends] == [
@@ -115,8 +116,35 @@ def test_the_next_merge_is_anchored_at_the_merged_fragment_and_its_momentum() ->
         core.receive(k + 0.1, 0, a)
         core.receive(k + 0.2, 1, b)
         mean = torch.from_numpy(((anchor.numpy() - a.array) + (anchor.numpy() - b.array)) / 2)
-        torch.testing.assert_close(core.theta[0], outer.step(anchor, mean), rtol=1e-6, atol=1e-7)
+        share = 2 / core.merges[-1].live  # learner 2, silent, leaves the quorums after 1 s
+        torch.testing.assert_close(
+            core.theta[0], outer.step(anchor, mean * share, share), rtol=1e-6, atol=1e-6
+        )
     assert core.versions[0] == 3
+
+
+def test_merges_of_one_round_apart_add_up_to_about_one_outer_step() -> None:
+    """Three learners reporting one by one (quorum 1, no window): three merges, each a third
+    of an outer step with a third of the momentum, move Θ as one merge of all three would
+    (the first round: the momentum buffer starts at the first part)."""
+    cfg = replace(
+        CFG, syncer=replace(CFG.syncer, quorum=1, grace=NO_GRACE, learner_timeout_s=100.0)
+    )
+    apart, _params = make(cfg)
+    together, _ = make(replace(cfg, syncer=replace(cfg.syncer, quorum=3)))
+    theta0 = apart.theta[0].clone()
+    reports = [report(apart, m, 0, shift=0.01) for m in range(3)]  # all from version 0
+    for m in range(3):
+        apart.receive(0.1 * (m + 1), m, reports[m])
+        together.receive(0.1 * (m + 1), m, reports[m])
+    assert [r.quorum for r in apart.merges] == [1, 1, 1] and together.merges[0].quorum == 3
+    moved_apart = (apart.theta[0] - theta0).norm()
+    moved_together = (together.theta[0] - theta0).norm()
+    assert moved_apart == pytest.approx(float(moved_together), rel=0.35)
+    unscaled, _ = make(replace(cfg, syncer=replace(cfg.syncer, share_scaled=False)))
+    for m in range(3):
+        unscaled.receive(0.1 * (m + 1), m, reports[m])
+    assert (unscaled.theta[0] - theta0).norm() > 2 * moved_together  # three full steps
 
 
 def test_quorum_then_the_grace_window_then_the_merge() -> None:
@@ -278,3 +306,16 @@ def test_flush_merges_what_is_left_at_the_end() -> None:
     assert core.merges == []
     sends = core.flush(0.2)
     assert len(sends) == 1 and core.merges[0].quorum == 1 and core.rounds == {}
+
+
+def test_start_goes_to_every_learner_once_all_have_connected_and_to_a_later_one_at_once() -> None:
+    core, _params = make()
+
+    def hello(m: int, at: float) -> list[tuple[int, MessageKind]]:
+        msg = TensorMessage(MessageKind.HELLO, 0, m, 0, 0, np.zeros(0, np.uint8))
+        return [(s.learner, s.kind) for s in core.receive(at, m, msg)]
+
+    assert hello(0, 0.1) == [] and hello(2, 0.2) == []
+    assert hello(1, 0.3) == [(m, MessageKind.START) for m in range(3)]
+    assert core.started_at == 0.3
+    assert hello(1, 5.0) == [(1, MessageKind.START)]  # a restarted learner is not held back

@@ -132,9 +132,12 @@ class SyncerConfig:
     history_versions: int = 64
     """Versions of each fragment the syncer keeps for :attr:`Anchor.BASE` (the newest
     included)."""
-    share_scaled: bool = False
-    """Scale a merge's Δ by its share of the live learners (reports ÷ live): q merges of
-    one report each then move Θ_p as far as one merge of all q would."""
+    share_scaled: bool = True
+    """Scale a merge's Δ by its share of the live learners (reports ÷ live), and its outer
+    momentum by that share too (:meth:`OuterOptimizer.direction`): when learners report a
+    fragment apart, q merges of one report each then move Θ_p about as far as one merge of
+    all q would, instead of q full outer steps (which overshoot, and with momentum diverge).
+    With every live learner in one merge the share is 1 and nothing changes."""
     learner_timeout_s: float = 5.0
     """A learner that has not reported (or connected) for this long is dropped from quorums;
     its next report welcomes it back."""

@@ -181,6 +181,7 @@ class LearnerRun:
         self.in_flight: dict[int, int] = {}  # fragment -> step it was sent after
         self.late: set[int] = set()  # in flight, waited for in vain: applied when it comes
         self.arrived: dict[int, TensorMessage] = {}  # MERGED replies not applied yet
+        self.started = False  # the syncer's START came
 
     # -- messages --------------------------------------------------------------------------
 
@@ -277,6 +278,15 @@ class LearnerRun:
                 applied += 1
         return applied
 
+    def _start(self, msg: TensorMessage) -> None:
+        self.started = True
+
+    def wait_for_start(self) -> None:
+        """A first incarnation waits for the syncer's START (every learner connected), at
+        most ``setup_timeout_s``, then begins anyway (counted)."""
+        if not self._wait(lambda: self.started, self.cfg.setup_timeout_s):
+            self.log.counts["start_timeouts"] += 1
+
     def catch_up(self) -> None:
         """A restarted learner: PULL every fragment and overwrite its copies."""
         self.link.send_bytes(MessageKind.PULL, 0, b"", counters=(self.life.incarnation,))
@@ -330,6 +340,7 @@ class LearnerRun:
 FILERS: dict[MessageKind, Callable[[LearnerRun, TensorMessage], None]] = {
     MessageKind.MERGED: LearnerRun._merged,
     MessageKind.FRAGMENT: LearnerRun._fragment,
+    MessageKind.START: LearnerRun._start,
 }
 """What a learner does with each kind it may receive (anything else is counted unexpected)."""
 
@@ -357,6 +368,8 @@ def run_learner(
         run = LearnerRun(cfg, state, link, life, log, origin)
         if life.incarnation > 0:
             run.catch_up()
+        else:
+            run.wait_for_start()
         run.train()
 
     run_member(

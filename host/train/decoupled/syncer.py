@@ -131,6 +131,10 @@ class _Round:
     grace_s: float = 0.0
 
 
+def _start(learner: int) -> Send:
+    return Send(learner, MessageKind.START, 0, 0, np.zeros(0, np.uint8))
+
+
 class SyncerCore:
     """The syncer's state and rules (pure: time passed in).
 
@@ -168,6 +172,9 @@ class SyncerCore:
         self.merges: list[MergeRecord] = []
         self.liveness: list[LivenessEvent] = []
         self.fragment_tokens = 0  # Σ over merges of the reports' tokens
+        self.greeted: set[int] = set()
+        self.started_at: float | None = None
+        """When every learner had connected and START went out (None: not yet)."""
         for m in range(cfg.learners):  # every learner is presumed live from the start
             self.last_seen[m] = now
 
@@ -226,9 +233,18 @@ class SyncerCore:
         return min(times, default=math.inf)
 
     def _hello(self, now: float, learner: int, msg: TensorMessage) -> list[Send]:
+        """A learner connected. Once all M have, every one of them gets START (and any later
+        one at once): learners that begin together stay in step on a calm run, so their
+        reports of a fragment fall into one grace window."""
         self._seen(now, learner)
         self.grace.connected(now, learner)
-        return []
+        self.greeted.add(learner)
+        if self.started_at is not None:
+            return [_start(learner)]
+        if len(self.greeted) < self.cfg.learners:
+            return []
+        self.started_at = now
+        return [_start(m) for m in sorted(self.greeted)]
 
     def _abort(self, now: float, learner: int, msg: TensorMessage) -> list[Send]:
         self.departed.add(learner)
@@ -320,9 +336,11 @@ class SyncerCore:
             self.cfg.syncer.weighting, [x.steps for x in reports], [x.tokens for x in reports]
         )
         delta = combine(self.cfg.syncer.averaging, deltas, w, self.masks[p])
+        share = 1.0
         if self.cfg.syncer.share_scaled:
-            delta *= len(reports) / max(live, len(reports))
-        self.theta[p] = self.outer[p].step(anchor, torch.from_numpy(delta))
+            share = len(reports) / max(live, len(reports))
+            delta *= share
+        self.theta[p] = self.outer[p].step(anchor, torch.from_numpy(delta), share)
         self.versions[p] += 1
         self._keep(p)
         tokens = sum(x.tokens for x in reports)

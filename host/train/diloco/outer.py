@@ -36,8 +36,15 @@ class OuterOptimizer:
         self.steps = 0
         self._buffer: torch.Tensor | None = None
 
-    def direction(self, delta: torch.Tensor) -> torch.Tensor:
-        """The step direction d for pseudo-gradient ``delta`` (updates the buffer)."""
+    def direction(self, delta: torch.Tensor, share: float = 1.0) -> torch.Tensor:
+        """The step direction d for pseudo-gradient ``delta`` (updates the buffer).
+
+        ``share`` < 1: ``delta`` is that share of an outer step (Decoupled DiLoCo's syncer
+        merges the learners of one round in several parts when they report apart); the
+        buffer then decays by μ^share and the momentum term counts ``share`` of itself, so
+        the parts of a round add up to about one outer step instead of decaying the momentum
+        once per part.
+        """
         mu = self.cfg.momentum
         self.steps += 1
         if mu == 0:
@@ -45,12 +52,14 @@ class OuterOptimizer:
         if self._buffer is None:
             self._buffer = delta.detach().clone()
         else:
-            self._buffer.mul_(mu).add_(delta)
-        return delta.add(self._buffer, alpha=mu) if self.cfg.nesterov else self._buffer
+            self._buffer.mul_(mu**share).add_(delta)
+        if self.cfg.nesterov:
+            return delta.add(self._buffer, alpha=mu * share)
+        return self._buffer.mul(share) if share != 1.0 else self._buffer
 
-    def step(self, base: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """``base − lr · direction(delta)`` as a new tensor."""
-        return base.add(self.direction(delta), alpha=-self.cfg.lr)
+    def step(self, base: torch.Tensor, delta: torch.Tensor, share: float = 1.0) -> torch.Tensor:
+        """``base − lr · direction(delta, share)`` as a new tensor."""
+        return base.add(self.direction(delta, share), alpha=-self.cfg.lr)
 
     def state(self) -> OuterState:
         buf = None if self._buffer is None else self._buffer.clone()

@@ -68,6 +68,7 @@ class MessageKind(enum.IntEnum):
     MEAN = 14  # elastic DP: the group's mean gradient of a round
     RETRY = 15  # elastic DP: the round failed (redo it) or the sender is no member (join)
     STATE = 16  # elastic DP: parameters and optimizer state, donor → coordinator → joiner
+    START = 17  # decoupled: every learner is connected; first incarnations take their first step
 
 
 class DType(enum.IntEnum):
@@ -99,6 +100,7 @@ KIND_DTYPES: dict[MessageKind, frozenset[DType]] = {
     MessageKind.MEAN: _FLOATS,
     MessageKind.RETRY: frozenset({DType.UINT8}),
     MessageKind.STATE: _FLOATS,
+    MessageKind.START: frozenset({DType.UINT8}),
 }
 """What each kind may carry (a test checks every kind has a row)."""
 KIND_COUNTERS: dict[MessageKind, tuple[str, ...]] = {
@@ -118,6 +120,7 @@ KIND_COUNTERS: dict[MessageKind, tuple[str, ...]] = {
     MessageKind.MEAN: ("group", "donor", "evaluate"),
     MessageKind.RETRY: ("member",),
     MessageKind.STATE: ("carried",),
+    MessageKind.START: (),
 }
 """The signed 64-bit counters each kind carries after the header, by name and in order (a test
 checks every kind has a row). REPORT: the learner's step count, the steps and tokens since it
