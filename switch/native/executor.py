@@ -3,8 +3,11 @@
 It is a :class:`~switch.pipeline.v1model.V1Switch` (same constructor, same ``state``,
 ``counters`` and ``drops``) whose :meth:`process` and :meth:`process_batch` run parser,
 ingress, egress and deparser in C. ``ingress_pass``/``egress_pass`` (the traffic manager's
-split of the pipeline, used by :mod:`switch.device`) stay those of the Python executor; both
-work on the same state:
+split of the pipeline, used by :mod:`switch.device`) run in C too: the
+:class:`~switch.pipeline.v1model.EgressJob` of a native pass carries the packet's C state as
+bytes in ``hdr`` (``meta`` is :data:`NATIVE_JOB`) and a :class:`NativeSm` with the fields the
+traffic manager sets; other jobs (resubmitted, recirculated) go through the Python passes.
+Both executors work on the same state:
 
 - registers and counters: the Python objects' lists are replaced by C arrays that both
   executors use (re-bound if something replaces them);
@@ -23,10 +26,9 @@ from typing import Any
 from switch.compile import CompiledProgram
 from switch.native.cgen import NativeProgram, NativeTable
 from switch.pipeline.drops import DropCounters, DropReason
-from switch.pipeline.profiles import ActionProfile
 from switch.pipeline.state import SwitchState
 from switch.pipeline.tables import Table, TableEntry
-from switch.pipeline.v1model import V1Switch
+from switch.pipeline.v1model import EgressJob, InstanceType, V1Switch
 from switch.pipeline.validate import prefix_mask
 from switch.schema import ActionCall, MatchKind
 
@@ -37,6 +39,21 @@ MAX_FRAME = 16384
 ST_RECEIVED, ST_SENT, ST_DROPPED, ST_PARSER_ERRORS, ST_EGRESS_DIGESTS_IGNORED = range(5)
 ST_DIGESTS, ST_EXT_ERRORS, ST_N = 5, 6, 7
 _M64 = (1 << 64) - 1
+
+
+NATIVE_JOB = "native"
+"""``EgressJob.meta`` of a job whose state is the C executor's (``hdr`` holds it as bytes)."""
+
+
+class NativeSm:
+    """The standard metadata fields of a native job that the traffic manager reads and sets."""
+
+    __slots__ = ("f_enq_timestamp", "f_enq_qdepth", "f_priority")
+
+    def __init__(self, priority: int) -> None:
+        self.f_enq_timestamp = 0
+        self.f_enq_qdepth = 0
+        self.f_priority = priority
 
 
 class NativeSwitch(V1Switch):
@@ -68,19 +85,21 @@ class NativeSwitch(V1Switch):
         self._ext_err = ffi.new("uint64_t[]", max(len(npg.externs), 1))
         self._dig = ffi.new("uint64_t[]", CHUNK * npg.digest_stride)
         lib.tf_bind_stats(self._x, self._stats, self._ext_err, self._dig, CHUNK)
-        self._bound: list[tuple[Any, str, Any]] = []  # (object, attribute, C array)
+        self._arrays: list[Any] = []  # the C arrays the Python objects now keep their values in
         for k, (kind, fq, size) in enumerate(npg.externs):
+            a = ffi.new("uint64_t[]", size)
             if kind == "counter":
-                c = self.state.counters[fq]
-                a = self._share(c, "packets", size)
-                b = self._share(c, "bytes", size)
+                b = ffi.new("uint64_t[]", size)
+                self.state.counters[fq].share(a, b)
                 lib.tf_bind(self._x, k, a, b)
+                self._arrays += (a, b)
             else:
-                r = self.state.registers[fq]
-                a = self._share(r, "values", size)
+                self.state.registers[fq].share(a)
                 lib.tf_bind(self._x, k, a, ffi.NULL)
+                self._arrays.append(a)
         self._dirty: set[int] = set(range(len(npg.tables)))
-        self._profile_sig: dict[int, object] = {}
+        # indirect tables: (kind 'm'|'g', id, the member's ActionCall / the group's tuple) loaded
+        self._profile_refs: dict[int, list[tuple[str, int, object]]] = {}
         self._tables: list[tuple[NativeTable, Table]] = []
         for nt in npg.tables:
             t = self.state.tables[nt.fqname]
@@ -98,46 +117,26 @@ class NativeSwitch(V1Switch):
         self._out_cap = CHUNK * (MAX_FRAME + npg.max_header_bytes + 16)
         self._out = ffi.new("uint8_t[]", self._out_cap)
         self._out_buf = ffi.buffer(self._out)
+        self._state_size = int(lib.tf_state_size())
+        self._pass_res = ffi.new("int[]", 4)
+        self._enq = ffi.new("uint64_t[]", 4)
 
     # -- shared state ----------------------------------------------------------------------
 
-    def _share(self, obj: Any, attr: str, size: int) -> Any:
-        """Replace ``obj.attr`` (a list of ints) by a C array with the same values."""
-        arr = self._ffi.new("uint64_t[]", size)
-        cur = getattr(obj, attr)
-        for i, v in enumerate(cur):
-            if v:
-                arr[i] = v & _M64
-        setattr(obj, attr, arr)
-        self._bound.append((obj, attr, arr))
-        return arr
-
-    def _rebind(self) -> None:
-        """Lists replaced behind our back (state carried over, reset by assignment): share
-        the new values."""
-        for j, (obj, attr, arr) in enumerate(self._bound):
-            cur = getattr(obj, attr)
-            if cur is not arr:
-                size = len(arr)
-                for i in range(size):
-                    arr[i] = (cur[i] if i < len(cur) else 0) & _M64
-                setattr(obj, attr, arr)
-                self._bound[j] = (obj, attr, arr)
-
     def _profiles_changed(self) -> None:
+        """Reload an indirect table when a member or group its entries use has changed (the
+        profile stores a new ActionCall / member tuple on every change)."""
         for nt, t in self._indirect:
             prof = t.profile
             assert prof is not None
-            sig = _profile_signature(prof)
-            if self._profile_sig.get(nt.index) != sig:
-                self._profile_sig[nt.index] = sig
-                self._dirty.add(nt.index)
+            members, groups = prof.members, prof._expanded
+            for kind, oid, obj in self._profile_refs.get(nt.index, ()):
+                now = members.get(oid) if kind == "m" else groups.get(oid)
+                if now is not obj:
+                    self._dirty.add(nt.index)
+                    break
 
     def _sync(self) -> None:
-        for obj, attr, arr in self._bound:
-            if getattr(obj, attr) is not arr:
-                self._rebind()
-                break
         if self._indirect:
             self._profiles_changed()
         if self._dirty:
@@ -173,6 +172,7 @@ class NativeSwitch(V1Switch):
         gn: list[int] = []
         mact: list[int] = []
         margs: list[int] = []
+        refs: list[tuple[str, int, object]] = []
         for e in order:
             values, masks, ranged = _key_of(e, kinds, nt.widths)
             for v, m in zip(values, masks):
@@ -182,7 +182,7 @@ class NativeSwitch(V1Switch):
                 cls.append(-1)
             else:
                 cls.append(classes.setdefault(tuple(masks), len(classes)))
-            calls = self._entry_calls(t, e)
+            calls = self._entry_calls(t, e, refs)
             if calls is None:
                 act.append(-2)
                 goff.append(len(mact))
@@ -203,6 +203,7 @@ class NativeSwitch(V1Switch):
             else:
                 args += _args(calls, nt.nargs)
         self._order[nt.index] = order
+        self._profile_refs[nt.index] = refs
         cls_mask: list[int] = []
         for class_masks in classes:
             for m in class_masks:
@@ -231,8 +232,9 @@ class NativeSwitch(V1Switch):
             raise MemoryError(f"loading table {nt.fqname} into the native executor")
         del nk
 
-    @staticmethod
-    def _entry_calls(t: Table, e: TableEntry) -> ActionCall | list[ActionCall] | None:
+    def _entry_calls(
+        self, t: Table, e: TableEntry, refs: list[tuple[str, int, object]]
+    ) -> ActionCall | list[ActionCall] | None:
         """The entry's action, or the members of its group (None: an unknown member)."""
         if e.action is not None:
             return e.action
@@ -241,9 +243,12 @@ class NativeSwitch(V1Switch):
             return None
         if e.member_id is not None:
             m = prof.members.get(e.member_id)
+            refs.append(("m", e.member_id, m))
             return [m] if m is not None else []
         if e.group_id is not None:
-            return list(prof._expanded.get(e.group_id, ()))
+            g = prof._expanded.get(e.group_id)
+            refs.append(("g", e.group_id, g))
+            return list(g or ())
         return None
 
     # -- packets ---------------------------------------------------------------------------
@@ -305,6 +310,83 @@ class NativeSwitch(V1Switch):
         c.dropped += stats[ST_DROPPED] - before[0]
         c.parser_errors += stats[ST_PARSER_ERRORS] - before[1]
         c.sent += done - (stats[ST_DROPPED] - before[0])
+        self._after_call()
+        if done == 0:
+            raise RuntimeError("the native executor made no progress")
+        return int(done)
+
+    # -- the traffic manager's split ------------------------------------------------------
+
+    def ingress_pass(
+        self,
+        port: int,
+        data: bytes,
+        instance_type: int = InstanceType.NORMAL,
+        restore: tuple[Any, Any] | None = None,
+        passes: int = 0,
+        original: bytes | None = None,
+        now: int | None = None,
+    ) -> list[EgressJob]:
+        """Parse, verify, run ingress in C; the packet to enqueue, if any (see the module)."""
+        if instance_type != InstanceType.NORMAL or restore is not None or passes:
+            return super().ingress_pass(port, data, instance_type, restore, passes, original, now)
+        if len(data) > MAX_FRAME:
+            raise ValueError(f"frame of {len(data)} bytes (at most {MAX_FRAME})")
+        ffi = self._ffi
+        self._sync()
+        if now is None:
+            now = self.clock()
+        stats = self._stats
+        perr = stats[ST_PARSER_ERRORS]
+        state = ffi.new("uint8_t[]", self._state_size)
+        r = self._pass_res
+        st = self._lib.tf_ingress(self._x, port, data, len(data), now, state, r)
+        self.counters.parser_errors += stats[ST_PARSER_ERRORS] - perr
+        self._after_call()
+        if st:
+            self.counters.dropped += 1
+            self.drops.count(DropReason.PARSER_ERROR if st & 16 else DropReason.INGRESS_DROP, port)
+            return []
+        payload = data[r[2] :]
+        job = EgressJob(r[1], state, NATIVE_JOB, NativeSm(r[3]), payload, data, passes, r[3])
+        job.truncate = 0  # the ingress truncation travels in the C state
+        return [job]
+
+    def egress_pass(
+        self,
+        job: EgressJob,
+        enq_info: tuple[int, int, int, int] | None = None,
+        now: int | None = None,
+    ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, Any]]]:
+        """Egress and the deparser in C for a native job (others: the Python pass)."""
+        if job.meta is not NATIVE_JOB:
+            return super().egress_pass(job, enq_info, now)
+        self._sync()
+        if now is None:
+            now = self.clock()
+        enq = self._enq
+        if enq_info is not None:
+            enq[0], enq[1], enq[2], enq[3] = enq_info
+            has = 1
+        else:
+            enq[0], enq[1] = job.sm.f_enq_timestamp, job.sm.f_enq_qdepth
+            has = 2
+        payload = job.payload
+        if len(payload) > MAX_FRAME:
+            raise ValueError(f"payload of {len(payload)} bytes (at most {MAX_FRAME})")
+        r = self._pass_res
+        st = self._lib.tf_egress(
+            self._x, job.hdr, payload, len(payload), job.port, now, enq, has, self._out, r
+        )
+        self._after_call()
+        if st:
+            self.counters.dropped += 1
+            self.drops.count(DropReason.EGRESS_DROP, job.port)
+            return [], [], []
+        return [(job.port, self._out_buf[0 : r[1]])], [], []
+
+    def _after_call(self) -> None:
+        stats = self._stats
         if stats[ST_DIGESTS]:
             self._flush_digests()
         if stats[ST_EXT_ERRORS]:
@@ -314,9 +396,6 @@ class NativeSwitch(V1Switch):
             stats[ST_EGRESS_DIGESTS_IGNORED] = 0
         if self._timed:
             self._note_hits()
-        if done == 0:
-            raise RuntimeError("the native executor made no progress")
-        return int(done)
 
     def _note_hits(self) -> None:
         """Idle timeouts: tell the tables which entries packets hit (as Table.lookup does)."""
@@ -354,13 +433,6 @@ class NativeSwitch(V1Switch):
                 obj.errors += e
                 self._ext_err[k] = 0
         self._stats[ST_EXT_ERRORS] = 0
-
-
-def _profile_signature(prof: ActionProfile) -> object:
-    return (
-        tuple(prof.members.items()),
-        tuple((g, tuple(m)) for g, m in prof._expanded.items()),
-    )
 
 
 def _pair(v: object) -> tuple[int, int]:

@@ -22,6 +22,12 @@ int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr
 int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_len,
            uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port, int *out_off);
 int tf_max_growth(void);
+int tf_state_size(void);
+int tf_ingress(tf_sw *X, int port, const uint8_t *data, int len, uint64_t now,
+               uint8_t *state, int *res);
+int tf_egress(tf_sw *X, const uint8_t *state, const uint8_t *payload, int plen,
+              int eport, uint64_t now, const uint64_t *enq, int has_enq,
+              uint8_t *out, int *res);
 int tf_table_hits(tf_sw *X, int t, int *out, int cap);
 extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
 """

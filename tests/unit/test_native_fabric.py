@@ -338,3 +338,25 @@ def test_idle_timeout_hits_are_reported() -> None:
         t = sw.state.table("I.t")
         assert t.get((7,)).last_hit_ns == 9_000_000  # hit now
         assert t.get((8,)).last_hit_ns == 5_000_000  # not hit since its insertion
+
+
+def test_ingress_and_egress_passes_identical(program: CompiledProgram) -> None:
+    """The traffic manager's split (switch.device): ingress, queue depths, egress."""
+    py, nat, frames = _leaves(program)
+    rng = random.Random(5)
+    packets = [(1, f) for f in frames] + [(2, _scapy_packet(rng)) for _ in range(300)]
+    for i, (port, data) in enumerate(packets):
+        now = 1000 + 10 * i
+        a = py.ingress_pass(port, data, now=now)
+        b = nat.ingress_pass(port, data, now=now)
+        assert [(j.port, j.priority, j.payload) for j in a] == [
+            (j.port, j.priority, j.payload) for j in b
+        ]
+        for ja, jb in zip(a, b):
+            depth = rng.randrange(0, 64)
+            info = (now & 0xFFFFFFFF, depth, rng.randrange(100), rng.randrange(64))
+            for job in (ja, jb):  # what the device does before egress
+                job.sm.f_enq_timestamp = info[0]
+                job.sm.f_enq_qdepth = depth
+            assert py.egress_pass(ja, info, now + 5) == nat.egress_pass(jb, info, now + 5)
+    assert_same_state(py, nat)
