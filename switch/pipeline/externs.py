@@ -7,7 +7,7 @@ Direct counters and meters keep their state on the :class:`TableEntry` they belo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 
 from switch.pipeline.errors import Code, StateError
 from switch.pipeline.tables import TableEntry
@@ -32,21 +32,48 @@ def _check_index(kind: str, name: str, index: int, size: int) -> int:
 
 
 class Counter:
-    """``counter(size, type)``: packet and byte counts per index (both kept, whatever the unit)."""
+    """``counter(size, type)``: packet and byte counts per index (both kept, whatever the unit).
+
+    ``packets`` and ``bytes`` may be arrays shared with a native executor (:meth:`share`);
+    assigning a whole list then copies it into them.
+    """
 
     def __init__(self, spec: CounterSpec) -> None:
         self.spec = spec
         self.name = spec.name
         self.size = spec.size
-        self.packets = [0] * spec.size
-        self.bytes = [0] * spec.size
+        self._packets: MutableSequence[int] = [0] * spec.size
+        self._bytes: MutableSequence[int] = [0] * spec.size
+        self._shared = False
         self.errors = 0
+
+    @property
+    def packets(self) -> MutableSequence[int]:
+        return self._packets
+
+    @packets.setter
+    def packets(self, values: Sequence[int]) -> None:
+        self._packets = _assign(self._packets, values, self._shared)
+
+    @property
+    def bytes(self) -> MutableSequence[int]:
+        return self._bytes
+
+    @bytes.setter
+    def bytes(self, values: Sequence[int]) -> None:
+        self._bytes = _assign(self._bytes, values, self._shared)
+
+    def share(self, packets: MutableSequence[int], nbytes: MutableSequence[int]) -> None:
+        """Keep the counts in ``packets``/``nbytes`` (of ``size`` each) from now on."""
+        packets[0 : self.size] = list(self._packets)
+        nbytes[0 : self.size] = list(self._bytes)
+        self._packets, self._bytes, self._shared = packets, nbytes, True
 
     def count(self, index: int, nbytes: int) -> None:
         """Data plane: count one packet of ``nbytes`` bytes."""
         if 0 <= index < self.size:
-            self.packets[index] += 1
-            self.bytes[index] += nbytes
+            self._packets[index] += 1
+            self._bytes[index] += nbytes
         else:
             self.errors += 1
 
@@ -102,9 +129,24 @@ class Register:
         self.size = spec.size
         self.width = spec.width
         self.signed = spec.signed
-        self.values = [0] * spec.size
+        self._values: MutableSequence[int] = [0] * spec.size
+        self._shared = False
         self.errors = 0
         self._mask = (1 << spec.width) - 1
+
+    @property
+    def values(self) -> MutableSequence[int]:
+        """The values (an array shared with a native executor after :meth:`share`)."""
+        return self._values
+
+    @values.setter
+    def values(self, values: Sequence[int]) -> None:
+        self._values = _assign(self._values, values, self._shared)
+
+    def share(self, values: MutableSequence[int]) -> None:
+        """Keep the values in ``values`` (of ``size``) from now on."""
+        values[0 : self.size] = list(self._values)
+        self._values, self._shared = values, True
 
     def wrap(self, value: int) -> int:
         """``value`` reduced to the element type (signed elements as negative Python ints)."""
@@ -142,6 +184,18 @@ class Register:
     def reset(self) -> None:
         self.values[0 : self.size] = [0] * self.size  # in place, as Counter.reset
         self.errors = 0
+
+
+def _assign(
+    current: MutableSequence[int], values: Sequence[int], shared: bool
+) -> MutableSequence[int]:
+    """The storage after assigning ``values``: copied into ``current`` when it is shared."""
+    if not shared:
+        return values if isinstance(values, list) else list(values)
+    if len(values) != len(current):
+        raise ValueError(f"expected {len(current)} values, got {len(values)}")
+    current[0 : len(current)] = list(values)
+    return current
 
 
 def _rates_config(owner: str, rates: Sequence[tuple[float, int]]) -> MeterConfig:
