@@ -275,7 +275,43 @@ class Elaborator:
                     inst.tables[id(loc)] = ti
                     ti.spec = self.table_spec(loc, fq, inst, ti)
                     self.schema.tables.append(ti.spec)
+            self.list_control_actions(decl, inst)
         return inst
+
+    def list_control_actions(self, decl: ast.ControlDecl, inst: BlockInst) -> None:
+        """Add the actions a control uses to the schema in p4c's P4Info order: the top-level
+        actions it uses (NoAction...) first, then its own in declaration order; an action
+        counts as used when a table lists it or the apply block calls it (p4c's front-end removes
+        the others, inlines calls between actions and localizes the top-level ones)."""
+        used: dict[int, ast.ActionDecl] = {}
+        for ti in inst.tables.values():
+            for adecl in ti.decl.action_decls:
+                used[id(adecl)] = adecl
+        for node in _walk([decl.body]):
+            info = node.ref if isinstance(node, ast.Call) else None
+            if info is not None and info.kind is T.CallKind.ACTION and info.decl is not None:
+                used[id(info.decl)] = info.decl
+        own = [loc for loc in decl.locals if isinstance(loc, ast.ActionDecl)]
+        own_ids = {id(a) for a in own}
+        names: list[str] = []
+        if any(
+            r.name == "NoAction"
+            for t in inst.tables.values()
+            if t.spec is not None
+            for r in t.spec.actions
+        ):
+            names.append("NoAction")
+        for a in used.values():
+            if id(a) not in own_ids:
+                names.append(self.action_fqname(a, inst))
+        for a in own:
+            if id(a) in used:
+                names.append(self.action_fqname(a, inst))
+        listed = {s.name for s in self.schema.actions}
+        for name in names:
+            if name not in listed:
+                listed.add(name)
+                self.schema.actions.append(self.action_specs[name])
 
     def make_extern(self, d: ast.Instantiation, prefix: str, t: T.ExternT) -> ExternInst:
         fq = qualify(prefix, d, d.name)
@@ -314,10 +350,13 @@ class Elaborator:
         et = ext.type.type_args.get("T")
         if et is None:
             raise TypeError_("register needs an element type", ext.decl.span)
-        if not (T.is_fixed(et) or et is T.BOOL or isinstance(et, T.EnumT)):
+        if isinstance(et, T.VarbitT) or (
+            isinstance(et, T.StructLikeT)
+            and any(isinstance(f, T.VarbitT) for f in et.fields.values())
+        ):
             raise UnsupportedError(
-                f"register of {et}: this target's registers hold bit<W>, int<W>, bool or "
-                "enum values",
+                f"register of {et}: registers of varbit values are not supported by this "
+                "target (their cells have a fixed width)",
                 ext.decl.span,
             )
         width = target_width(et)
@@ -355,7 +394,6 @@ class Elaborator:
                 params.append(M.ParamSpec(i, p.name, T.width_of(pt), _annotations(p.annotations)))
             spec = M.ActionSpec(fq, tuple(params), _annotations(decl.annotations))
             self.action_specs[fq] = spec
-            self.schema.actions.append(spec)
         return fq
 
     def table_spec(self, d: ast.TableDecl, fq: str, inst: BlockInst, ti: TableInst) -> M.TableSpec:
@@ -401,8 +439,16 @@ class Elaborator:
             default = M.ActionCall("NoAction")
             const_default = False
             if "NoAction" not in self.action_specs:
-                self.action_specs["NoAction"] = M.ActionSpec("NoAction", ())
-                self.schema.actions.append(self.action_specs["NoAction"])
+                self.action_specs["NoAction"] = M.ActionSpec(
+                    "NoAction", (), (M.Annotation("noWarn", ('"unused"',)),)
+                )
+            if "NoAction" not in action_fq.values():
+                # p4c's front-end: a table without a default action lists @defaultonly NoAction
+                refs.append(
+                    M.ActionRef(
+                        "NoAction", M.ActionScope.DEFAULT_ONLY, (M.Annotation("defaultonly"),)
+                    )
+                )
         size = 1024
         sp = d.prop("size")
         if sp is not None and sp.value is not None:
@@ -671,3 +717,12 @@ EXTERN_SPECS: dict[str, Callable[[Elaborator, ExternInst, tuple[M.Annotation, ..
 
 def elaborate(checked: CheckedProgram) -> Elaborated:
     return Elaborator(checked).run()
+
+
+def _walk(nodes: list[Any]) -> Any:
+    """Every syntax node in and below ``nodes``."""
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(ast.children(n))

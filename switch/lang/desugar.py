@@ -27,15 +27,23 @@ def _calls(node: ast.Node) -> Iterator[ast.Call]:
         stack.extend(reversed(list(ast.children(n))))
 
 
-def _invoked_type(call: ast.Call, scope: Scope) -> ast.Name | None:
-    """The `C` of a `C.apply(...)` call where `C` names a control or parser declaration."""
+def _invoked_type(call: ast.Call, scope: Scope) -> ast.Name | ast.TypeExpr | None:
+    """The `C` of a `C.apply(...)` call where `C` names a control or parser declaration (also
+    with type arguments, `C<bit<8>>.apply(...)`)."""
     f = call.func
-    if not (isinstance(f, ast.Member) and f.name == "apply" and isinstance(f.expr, ast.Name)):
+    if not (isinstance(f, ast.Member) and f.name == "apply"):
         return None
-    sym = scope.lookup(f.expr.name)
+    e = f.expr
+    if isinstance(e, ast.Name):
+        name = e.name
+    elif isinstance(e, ast.TypeExpr) and isinstance(e.typ, ast.NamedTypeRef):
+        name = e.typ.name
+    else:
+        return None
+    sym = scope.lookup(name)
     if sym is None or sym.kind != "type" or not isinstance(sym.type, T.BlockT):
         return None
-    return f.expr if isinstance(sym.decl, (ast.ControlDecl, ast.ParserDecl)) else None
+    return e if isinstance(sym.decl, (ast.ControlDecl, ast.ParserDecl)) else None
 
 
 def _fresh_name(base: str, scope: Scope, taken: set[str]) -> str:
@@ -55,10 +63,19 @@ def instantiate_direct_calls(block: ast.ControlDecl | ast.ParserDecl, scope: Sco
     taken = {getattr(loc, "name", "") for loc in block.locals}
     for root in roots:
         for call in _calls(root):
-            name = _invoked_type(call, scope)
-            if name is None:
+            invoked = _invoked_type(call, scope)
+            if invoked is None:
                 continue
-            inst = _fresh_name(name.name, scope, taken)
-            typ = ast.NamedTypeRef(name.name, span=name.span)
-            block.locals.append(ast.Instantiation(inst, typ, [], span=name.span))
-            name.name = inst
+            if isinstance(invoked, ast.TypeExpr):
+                assert isinstance(invoked.typ, ast.NamedTypeRef) and isinstance(
+                    call.func, ast.Member
+                )
+                typ = invoked.typ
+                inst = _fresh_name(typ.name, scope, taken)
+                block.locals.append(ast.Instantiation(inst, typ, [], span=invoked.span))
+                call.func.expr = ast.Name(inst, span=invoked.span)
+                continue
+            inst = _fresh_name(invoked.name, scope, taken)
+            typ = ast.NamedTypeRef(invoked.name, span=invoked.span)
+            block.locals.append(ast.Instantiation(inst, typ, [], span=invoked.span))
+            invoked.name = inst

@@ -280,8 +280,9 @@ class Parser:
             typ = ast.StackTypeRef(typ, size, span=t.span)
         return typ
 
-    def looks_like_type_args(self) -> bool:
-        nxt = self.peek()
+    def looks_like_type_args(self, k: int = 1) -> bool:
+        """At ``<`` (``k`` tokens before it: 1): does a type argument follow?"""
+        nxt = self.peek(k)
         return (
             nxt.kind is Tok.IDENT
             and (
@@ -1175,7 +1176,7 @@ class Parser:
             if t.text in ("bit", "int", "varbit", "bool") or (
                 self.is_type_name(t.text)
                 and self.peek().text == "<"
-                and self.looks_like_type_args()
+                and self.looks_like_type_args(2)
             ):
                 typ = self.parse_type()
                 return ast.TypeExpr(typ, span=t.span)

@@ -55,7 +55,7 @@ def test_the_base_program_compiles() -> None:
         ("", "", "header w_t { varbit<8> a; varbit<8> b; }\n", 1, "more than one varbit"),
         ("", "", "struct sv { varbit<8> a; }\nheader w_t { sv s; }\n", 2, "not supported"),
         ("digest<v_t>(1, h.v);", "", "", "BODY", "has a varbit field, is not supported"),
-        ("", "register<varbit<8>>(4) r;", "", "DECLS", "register of varbit<8>"),
+        ("", "register<varbit<8>>(4) r;", "", "DECLS", "registers of varbit values are not supported"),
         # for loops
         ("break;", "", "", "BODY", "'break' outside a for loop"),
         ("for (bit<8> i in h.h) { }", "", "", "BODY", "a range (a .. b) or a header stack"),
@@ -130,6 +130,14 @@ def test_sizes_of_a_varbit_header() -> None:
     assert ".f_a = (8 & 255)\n" in prog.source
     assert ".f_b = (40 & 4294967295)\n" in prog.source
     assert ".f_v._nbits() + (5 & 4294967295))" in prog.source
+
+
+def test_direct_invocation_of_a_generic_control() -> None:
+    # C<A>.apply(...) makes one anonymous instance per call, like C.apply(...)
+    prog = compile_source(_prog("G<bit<8>>.apply(h.h.a); G<bit<16>>.apply(h.h.b);"), "prog.p4")
+    assert "G_0" in prog.source and "G_1" in prog.source
+    with pytest.raises(P4Error, match="cannot infer type argument"):
+        compile_source(_prog("G.apply(h.h.a);"), "prog.p4")
 
 
 def test_each_type_argument_list_gets_one_copy() -> None:
