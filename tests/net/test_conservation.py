@@ -18,7 +18,7 @@ read before and after each run once they are quiet, the test checks, exactly:
 * in total: datagrams sent = datagrams received + drops counted on the way, and the drops
   include tail drops, the failed plane's port-down drops and the injected loss.
 
-~30 s (bring-up ~3 s, five runs of ~1.5 s of traffic each). Root, Mininet's ``mnexec``.
+~11-35 s (bring-up ~3 s, five runs of ~1.5 s of traffic each). Root, Mininet's ``mnexec``.
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def test_every_packet_is_accounted_for(up: BringUp, seed: int) -> None:
     rng = random.Random(seed)
     flows = plan_flows(fabric, rng)
     incast_dst = rng.choice([h.name for h in fabric.hosts])
-    incast = plan_incast(fabric, incast_dst, 3, rng.randint(50_000, 150_000), udp_port=PORT)
+    incast = plan_incast(fabric, incast_dst, 3, rng.randint(200_000, 300_000), udp_port=PORT)
 
     before = read_idle(ctl)
     receivers = Receivers(pids)
