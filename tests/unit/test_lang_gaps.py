@@ -55,7 +55,13 @@ def test_the_base_program_compiles() -> None:
         ("", "", "header w_t { varbit<8> a; varbit<8> b; }\n", 1, "more than one varbit"),
         ("", "", "struct sv { varbit<8> a; }\nheader w_t { sv s; }\n", 2, "not supported"),
         ("digest<v_t>(1, h.v);", "", "", "BODY", "has a varbit field, is not supported"),
-        ("", "register<varbit<8>>(4) r;", "", "DECLS", "registers of varbit values are not supported"),
+        (
+            "",
+            "register<varbit<8>>(4) r;",
+            "",
+            "DECLS",
+            "registers of varbit values are not supported",
+        ),
         # for loops
         ("break;", "", "", "BODY", "'break' outside a for loop"),
         ("for (bit<8> i in h.h) { }", "", "", "BODY", "a range (a .. b) or a header stack"),
@@ -130,6 +136,18 @@ def test_sizes_of_a_varbit_header() -> None:
     assert ".f_a = (8 & 255)\n" in prog.source
     assert ".f_b = (40 & 4294967295)\n" in prog.source
     assert ".f_v._nbits() + (5 & 4294967295))" in prog.source
+
+
+def test_an_error_in_a_generic_body_names_the_use_that_made_it() -> None:
+    src = _prog(
+        "h.h.a = inc(h.h.a); bool b = inc(true);", head_extra="T inc<T>(in T v) { return v + 1; }\n"
+    )
+    with pytest.raises(P4Error) as info:
+        compile_source(src, "prog.p4")
+    err = info.value
+    # reported in the generic function's body, with the call that instantiated it for bool
+    assert err.span is not None and err.span.line == len(HEAD.splitlines()) + 1
+    assert "(in inc<bool>, used at prog.p4:" in err.message, err.render()
 
 
 def test_direct_invocation_of_a_generic_control() -> None:

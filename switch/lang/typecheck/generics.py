@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from switch.errors import UnsupportedError
+from switch.errors import P4Error, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import Scope, Sym
@@ -81,17 +81,24 @@ def specialise(ck: Checker, decl: Any, args: list[T.Type], node: ast.Node) -> An
     n = ck.specialisation_count.get(id(decl), 0)
     ck.specialisation_count[id(decl)] = n + 1
     kind = STRUCT_KINDS.get(type(decl))
-    if kind is not None:
-        t = T.StructLikeT(kind, f"{decl.name}_{n}", annotations=decl.annotations)
-        ck.specialised[key] = t
-        ck.types[t.name] = t
-        fill_struct(ck, decl, t, scope)
-        return t
     check = BODY_CHECKS.get(type(decl))
-    if check is None:
+    if kind is None and check is None:
         raise err(f"'{decl.name}' cannot take type arguments", node)
-    clone = copy.deepcopy(decl)
-    clone.type_params = []
-    ck.specialised[key] = clone
-    check(ck, clone, scope)
-    return clone
+    try:
+        if kind is not None:
+            t = T.StructLikeT(kind, f"{decl.name}_{n}", annotations=decl.annotations)
+            ck.specialised[key] = t
+            ck.types[t.name] = t
+            fill_struct(ck, decl, t, scope)
+            return t
+        clone = copy.deepcopy(decl)
+        clone.type_params = []
+        ck.specialised[key] = clone
+        check(ck, clone, scope)
+        return clone
+    except P4Error as e:
+        # the error is in the generic declaration's text: say which use of it made it
+        where = f" at {node.span}" if node.span.line else ""
+        e.message += f" (in {decl.name}<{', '.join(map(str, args))}>, used{where})"
+        e.args = (e.message,)
+        raise
