@@ -91,6 +91,7 @@ def specialise(ck: Checker, decl: Any, args: list[T.Type], node: ast.Node) -> An
             ck.types[t.name] = t
             fill_struct(ck, decl, t, scope)
             return t
+        assert check is not None
         clone = copy.deepcopy(decl)
         clone.type_params = []
         ck.specialised[key] = clone
