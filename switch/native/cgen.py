@@ -319,6 +319,8 @@ class CGen:
                 raise Unsupported(f"'{e.name}' is not a variable{_where(e)}")
             return self.var(sym, e)
         if isinstance(e, ast.Member):
+            if isinstance(e.ref, StackProperty) and e.ref.name in ("last", "next"):
+                return self._stack_element(e, e.ref.name)
             if e.ref is not None:
                 raise Unsupported(f"member '{e.name}' as an l-value{_where(e)}")
             return f"{self.lv(e.expr)}.f_{e.name}"
@@ -340,6 +342,22 @@ class CGen:
                 self.ctx_fields.append(f"{el} {scr};")
             return f"(*at_{k}(&{base}, {self.expr(e.index)}, &X->{scr}))"
         raise Unsupported(f"l-value {type(e).__name__}{_where(e)}")
+
+    def _stack_element(self, e: ast.Member, which: str) -> str:
+        """``s.last`` / ``s.next`` in a parser: StackOutOfBounds when there is none."""
+        if self.fn.kind != "parser":
+            raise Unsupported(f"stack '{which}' outside a parser{_where(e)}")
+        st = self.lv(e.expr)
+        stt = e.expr.type
+        assert isinstance(stt, T.StackT)
+        code = self.err("StackOutOfBounds")
+        if which == "last":
+            self.line(
+                f"if ({st}.next == 0 || {st}.next > {stt.size}) {{ X->perr = {code}; goto done; }}"
+            )
+            return f"{st}.s[{st}.next - 1]"
+        self.line(f"if ({st}.next >= {stt.size}) {{ X->perr = {code}; goto done; }}")
+        return f"{st}.s[{st}.next]"
 
     def expr(self, e: ast.Expr) -> str:
         """A scalar expression as C (a u128 value within the expression's width)."""
@@ -501,7 +519,30 @@ class CGen:
                 return f"((u128){self.lv(target)}.valid)"
         if info is not None and info.kind == T.CallKind.TABLE_APPLY:
             return self.table_call(e)
+        if (
+            info is not None
+            and info.kind == T.CallKind.PACKET_METHOD
+            and info.name == "lookahead"
+            and self.fn.kind == "parser"
+        ):
+            return self._lookahead(e)
         raise Unsupported(f"call of '{info.name if info else '?'}' as a value{_where(e)}")
+
+    def _lookahead(self, e: ast.Call) -> str:
+        info = e.ref
+        assert info is not None
+        lt = info.bindings.get("T") if info.bindings else None
+        if not (lt is T.BOOL or isinstance(lt, T.BitT)):
+            raise Unsupported(f"lookahead of {lt}{_where(e)}")
+        w = _scalar_width(lt, "lookahead")
+        nb = (w + 7) // 8
+        v = self.fresh("la")
+        code = self.err("PacketTooShort")
+        self.line(f"if (X->off + {nb} > X->in_len) {{ X->perr = {code}; goto done; }}")
+        self.line(f"u128 {v};")
+        self.line(f"{{ u8 b[{nb + 16}]; memcpy(b, X->in + X->off, {nb}); memset(b + {nb}, 0, 16);")
+        self.line(f"  {v} = getbits(b, 0, {w}); }}")
+        return f"((u128)({v} != 0))" if lt is T.BOOL else v
 
     # -- calls and effects -----------------------------------------------------------------
 
@@ -592,17 +633,51 @@ class CGen:
         t = s.lhs.type
         self._check_lvalue(s.lhs)
         if isinstance(t, (T.StructLikeT, T.StackT)):
-            target = self.lv(s.lhs)
-            if isinstance(s.rhs, ast.InvalidHeader):
-                self.line(f"memset(&{target}, 0, sizeof {target});")
-                return
-            if not isinstance(s.rhs, (ast.Name, ast.Member, ast.Index)):
-                raise Unsupported(f"composite value {type(s.rhs).__name__}{_where(s)}")
-            self.line(f"{target} = {self.lv(s.rhs)};")
+            self._assign_composite(self.lv(s.lhs), t, s.rhs, s)
             return
         _scalar_width(t, "assignment")
+        if isinstance(s.lhs, ast.Slice):
+            hi, lo = constfold.fold(s.lhs.hi), constfold.fold(s.lhs.lo)
+            if hi is None or lo is None:
+                raise Unsupported(f"slice bounds{_where(s)}")
+            self._check_lvalue(s.lhs.expr)
+            base = self.lv(s.lhs.expr)
+            m = (1 << (int(hi) - int(lo) + 1)) - 1
+            v = self.fresh("v")
+            self.line(f"{{ u128 {v} = {self.expr(s.rhs)};")
+            self.line(
+                f"  {base} = ((u128){base} & ~{_lit(m << int(lo))}) | (({v} & {_lit(m)}) << {lo}); }}"
+            )
+            self.exit_check(s.rhs)
+            return
         self.line(f"{self.lv(s.lhs)} = {self.expr(s.rhs)};")
         self.exit_check(s.rhs)
+
+    def _assign_composite(self, target: str, t: T.Type, rhs: ast.Expr, node: Any) -> None:
+        if isinstance(rhs, ast.InvalidHeader):
+            self.line(f"memset(&{target}, 0, sizeof {target});")
+            return
+        if isinstance(rhs, (ast.Name, ast.Member, ast.Index)):
+            self.line(f"{target} = {self.lv(rhs)};")
+            return
+        if isinstance(t, T.StructLikeT) and isinstance(rhs, (ast.ListExpr, ast.StructInit)):
+            if isinstance(rhs, ast.ListExpr):
+                items = list(zip(t.fields, rhs.items))
+            else:
+                items = list(rhs.fields)
+            tmp = self.fresh("s")
+            self.line(f"{{ {self.ctype(t)} {tmp}; memset(&{tmp}, 0, sizeof {tmp});")
+            for name, value in items:
+                ft = t.fields[name]
+                if isinstance(ft, (T.StructLikeT, T.StackT)):
+                    self._assign_composite(f"{tmp}.f_{name}", ft, value, node)
+                else:
+                    self.line(f"  {tmp}.f_{name} = {self.expr(value)};")
+            if t.kind == "header":
+                self.line(f"  {tmp}.valid = 1;")
+            self.line(f"  {target} = {tmp}; }}")
+            return
+        raise Unsupported(f"composite value {type(rhs).__name__}{_where(node)}")
 
     def _check_lvalue(self, e: ast.Expr) -> None:
         if isinstance(e, ast.Member) and e.name == "mcast_grp" and e.expr.type is self.sm_type:
@@ -715,9 +790,39 @@ class CGen:
         elif k == T.CallKind.PACKET_METHOD:
             self.packet_method(call)
             return
+        elif k == T.CallKind.STACK_METHOD:
+            self.stack_method(call)
+            return
         else:
             raise Unsupported(f"call of {k} '{info.name}'{_where(s)}")
         self.exit_check(call)
+
+    def stack_method(self, call: ast.Call) -> None:
+        """push_front/pop_front(count) with P4-16's semantics (as support.push_front)."""
+        info = call.ref
+        assert info is not None
+        st = info.target.type
+        if not isinstance(st, T.StackT) or not isinstance(info.args[0], int):
+            raise Unsupported(f"stack method {info.name}{_where(call)}")
+        k = info.args[0]
+        s = self.lv(info.target)
+        n = st.size
+        if info.name == "push_front":
+            for i in range(n - 1, -1, -1):
+                if i >= k:
+                    self.line(f"{s}.s[{i}] = {s}.s[{i - k}];")
+                else:
+                    self.line(f"{s}.s[{i}].valid = 0;")
+            self.line(f"{s}.next = {s}.next + {k} < {n} ? {s}.next + {k} : {n};")
+        elif info.name == "pop_front":
+            for i in range(n):
+                if i + k < n:
+                    self.line(f"{s}.s[{i}] = {s}.s[{i + k}];")
+                else:
+                    self.line(f"{s}.s[{i}].valid = 0;")
+            self.line(f"{s}.next = {s}.next > {k} ? {s}.next - {k} : 0;")
+        else:
+            raise Unsupported(f"stack method {info.name}{_where(call)}")
 
     def header_method(self, call: ast.Call) -> None:
         info = call.ref
@@ -778,6 +883,19 @@ class CGen:
             self.digest(call)
         elif name == "log_msg":
             pass  # the Python executor only logs it
+        elif name == "verify" and self.fn.kind == "parser":
+            c = self.expr(self._arg(call, 0))
+            err = self.expr(self._arg(call, 1))
+            self.line(f"if (!{c}) {{ X->perr = (int){err}; goto done; }}")
+        elif name == "hash":
+            self._hash(call)
+        elif name in (
+            "verify_checksum",
+            "update_checksum",
+            "verify_checksum_with_payload",
+            "update_checksum_with_payload",
+        ):
+            self._checksum(call, name)
         else:
             raise Unsupported(f"extern function {name}{_where(call)}")
 
@@ -826,6 +944,103 @@ class CGen:
             raise Unsupported("direct counters")
         else:
             raise Unsupported(f"extern method {ext}.{info.name}{_where(call)}")
+
+    # -- hashes and checksums --------------------------------------------------------------
+
+    def _field_values(self, e: ast.Expr) -> list[tuple[str, int]]:
+        """(C value, width) of every scalar in ``e`` (a list, header, struct, stack, scalar),
+        in order: the input of hashes and checksums (headers whatever their validity)."""
+        if isinstance(e, ast.ListExpr):
+            out: list[tuple[str, int]] = []
+            for item in e.items:
+                out.extend(self._field_values(item))
+            return out
+        t = e.type
+        if isinstance(t, (T.StructLikeT, T.StackT)):
+            return self._composite_values(self.lv(e), t, e)
+        return [(self.expr(e), _scalar_width(e.type, "hash input"))]
+
+    def _composite_values(self, code: str, t: T.Type, node: Any) -> list[tuple[str, int]]:
+        if isinstance(t, T.StackT):
+            out: list[tuple[str, int]] = []
+            for i in range(t.size):
+                out.extend(self._composite_values(f"{code}.s[{i}]", t.elem, node))
+            return out
+        assert isinstance(t, T.StructLikeT)
+        if t.kind == "header_union":
+            raise Unsupported(f"hash of a header union{_where(node)}")
+        out = []
+        for n, ft in t.fields.items():
+            if isinstance(ft, (T.StructLikeT, T.StackT)):
+                out.extend(self._composite_values(f"{code}.f_{n}", ft, node))
+            else:
+                out.append((f"((u128){code}.f_{n})", _scalar_width(ft, "hash input")))
+        return out
+
+    def _algo(self, e: ast.Expr) -> str:
+        v = constfold.fold(e)
+        t = e.type
+        name = None
+        if isinstance(t, T.EnumT) and v is not None:
+            name = next((n for n, val in t.values.items() if val == v), None)
+        algos = {
+            "crc16": "ALGO_CRC16",
+            "crc32": "ALGO_CRC32",
+            "identity": "ALGO_IDENTITY",
+            "csum16": "ALGO_CSUM16",
+            "xor16": "ALGO_XOR16",
+        }
+        if name not in algos:
+            raise Unsupported(f"hash algorithm {name or '(not constant)'}{_where(e)}")
+        return algos[name]
+
+    def _hash_of(self, data: ast.Expr, algo: str, payload: bool) -> str:
+        """Statements computing the hash into a fresh variable; its name."""
+        vals = self._field_values(data)
+        h = self.fresh("h")
+        n = len(vals)
+        self.line(f"u64 {h};")
+        self.line("{")
+        if n:
+            self.line(f"  u128 hv[{n}] = {{{', '.join(v for v, _ in vals)}}};")
+            self.line(f"  static const int hw[{n}] = {{{', '.join(str(w) for _, w in vals)}}};")
+            self.line(f"  int nb = pack_fields(X->hbuf, hv, hw, {n});")
+        else:
+            self.line("  int nb = 0;")
+        if payload:
+            self.line("  if (nb + X->plen <= (int)sizeof X->hbuf - 16) {")
+            self.line("    memcpy(X->hbuf + nb, X->payload, (size_t)X->plen); nb += X->plen; }")
+        self.line(f"  {h} = hash_bytes({algo}, X->hbuf, nb);")
+        self.line("}")
+        return h
+
+    def _hash(self, call: ast.Call) -> None:
+        res = self._arg(call, 0)
+        algo = self._algo(self._arg(call, 1))
+        base = self.expr(self._arg(call, 2))
+        mx = self.expr(self._arg(call, 4))
+        w = _scalar_width(res.type, "hash result")
+        h = self._hash_of(self._arg(call, 3), algo, False)
+        self._check_lvalue(res)
+        sz = self.fresh("sz")
+        self.line(f"{{ u128 {sz} = {mx}; if (!{sz}) {sz} = 1;")
+        self.line(f"  {self.lv(res)} = ({base} + (u128){h} % {sz}) & {_mask(w)}; }}")
+
+    def _checksum(self, call: ast.Call, name: str) -> None:
+        cond = self.expr(self._arg(call, 0))
+        csum = self._arg(call, 2)
+        algo = self._algo(self._arg(call, 3))
+        w = _scalar_width(csum.type, "checksum")
+        self.line(f"if ({cond}) {{")
+        self.ind += 1
+        h = self._hash_of(self._arg(call, 1), algo, name.endswith("_with_payload"))
+        if name.startswith("verify"):
+            self.line(f"if (((u128){h} & {_mask(w)}) != {self.expr(csum)}) X->csum_err = 1;")
+        else:
+            self._check_lvalue(csum)
+            self.line(f"{self.lv(csum)} = (u128){h} & {_mask(w)};")
+        self.ind -= 1
+        self.line("}")
 
     # -- digests ---------------------------------------------------------------------------
 
@@ -893,10 +1108,31 @@ class CGen:
     def packet_method(self, call: ast.Call) -> None:
         info = call.ref
         assert info is not None
+        if info.name == "advance" and self.fn.kind == "parser":
+            bits = self.fresh("adv")
+            self.line(f"{{ u128 {bits} = {self.expr(self._arg(call, 0))};")
+            self.line(
+                f"  if ({bits} % 8) {{ X->perr = {self.err('ParserInvalidArgument')}; goto done; }}"
+            )
+            self.line(
+                f"  if ((u128)X->off + {bits} / 8 > (u128)X->in_len) "
+                f"{{ X->perr = {self.err('PacketTooShort')}; goto done; }}"
+            )
+            self.line(f"  X->off += (int)({bits} / 8); }}")
+            return
         if info.name == "extract" and self.fn.kind == "parser":
-            if len(info.args) != 1 or info.args[0] is None:
+            if len(info.args) != 1:
                 raise Unsupported(f"extract with {len(info.args)} arguments{_where(call)}")
             a = info.args[0]
+            if a is None:  # extract<H>(_): read and dropped
+                ht = info.bindings.get("T") if info.bindings else None
+                if not (isinstance(ht, T.StructLikeT) and ht.kind == "header"):
+                    raise Unsupported(f"extract of {ht}{_where(call)}")
+                h = self.fresh("h")
+                self.line(f"{{ {self.ctype(ht)} {h};")
+                self._extract(h, ht)
+                self.line("}")
+                return
             if isinstance(a, ast.Member) and a.ref == StackProperty("next"):
                 st = self.lv(a.expr)
                 stt = a.expr.type
@@ -1240,7 +1476,9 @@ class CGen:
             "struct tf_sw {",
             f"    {htype} hdr; {mtype} meta; {stype} sm;",
             "    const u8 *in; int in_len; int off; int perr; u8 *out; int olen;",
-            "    u64 pkt_len; u64 trunc; int exited; int dig_req;",
+            "    u64 pkt_len; u64 trunc; int exited; int dig_req; int csum_err;",
+            "    const u8 *payload; int plen;",
+            "    u8 hbuf[16384 + 4096];",
             f"    u64 dig_now[{stride}];",
             f"    tf_table tables[{nt}];",
             f"    u64 *ext_a[{ne}]; u64 *ext_b[{ne}];",
@@ -1283,8 +1521,9 @@ class CGen:
             "        X->stats[ST_PARSER_ERRORS]++;",
             "    }",
             "    r[2] = X->off;",
+            "    X->payload = data + X->off; X->plen = len - X->off; X->csum_err = 0;",
             "    X->exited = 0; C_verify_checksum(X);",
-            "    " + sm_set("checksum_error", "0"),
+            "    " + sm_set("checksum_error", "(u64)X->csum_err"),
             "    X->exited = 0; C_ingress(X);",
             "    if (X->dig_req != -1) flush_digest(X);",
             "    r[1] = (int)X->sm.f_ingress_port;",
@@ -1301,6 +1540,7 @@ class CGen:
             "    X->sm.f_egress_port = (u64)eport; X->sm.f_egress_spec = 0;",
             "    " + sm_set("egress_global_timestamp", "now & 0xFFFFFFFFFFFFull"),
             "    X->pkt_len = X->sm.f_packet_length; X->trunc = 0; X->exited = 0;",
+            "    X->payload = payload; X->plen = plen;",
             "    C_egress(X);",
             "    r[1] = eport;",
             f"    if (X->sm.f_egress_spec == {DROP_PORT}) return 2;",

@@ -112,11 +112,29 @@ static u64 crc32_eth(const u8 *d, int n) {
     return c ^ 0xFFFFFFFFu;
 }
 
-enum { ALGO_NONE, ALGO_CRC16, ALGO_CRC32, ALGO_IDENTITY };
+enum { ALGO_NONE, ALGO_CRC16, ALGO_CRC32, ALGO_IDENTITY, ALGO_CSUM16, ALGO_XOR16 };
+
+/* big-endian 16-bit words, an odd tail byte padded with zero at the end */
+static u64 csum16(const u8 *d, int n) {
+    u64 s = 0;
+    for (int i = 0; i + 1 < n; i += 2) s += ((u64)d[i] << 8) | d[i + 1];
+    if (n & 1) s += (u64)d[n - 1] << 8;
+    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+    return ~s & 0xFFFF;
+}
+
+static u64 xor16(const u8 *d, int n) {
+    u64 x = 0;
+    for (int i = 0; i + 1 < n; i += 2) x ^= ((u64)d[i] << 8) | d[i + 1];
+    if (n & 1) x ^= (u64)d[n - 1] << 8;
+    return x;
+}
 
 static u64 hash_bytes(int algo, const u8 *d, int n) {
     if (algo == ALGO_CRC16) return crc16_arc(d, n);
     if (algo == ALGO_CRC32) return crc32_eth(d, n);
+    if (algo == ALGO_CSUM16) return csum16(d, n);
+    if (algo == ALGO_XOR16) return xor16(d, n);
     u64 v = 0;
     for (int i = 0; i < n && i < 8; i++) v = (v << 8) | d[i];
     return v;
