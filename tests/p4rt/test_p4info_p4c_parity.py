@@ -6,9 +6,9 @@ p4c's samples are not copied into this repository. Point ``P4C_SRC`` at a p4c ch
 compared, message for message, with p4c's ``<sample>.p4info.txtpb``; without it they skip.
 ``MATCHING`` covers every P4Info object kind that matches today (action selectors, direct
 counters, registers, controller headers, type info, const/initial entries, every match kind,
-default-action arguments). ``NEEDS_ACTION_ORDER`` match once the compiler lists actions as
+default-action arguments). ``NEEDS_ACTION_ORDER`` match since the compiler lists actions as
 p4c does (directly called actions, the localized NoAction first, ``@defaultonly NoAction`` in
-tables without a default action); they are expected to fail until then.
+tables without a default action).
 
 The facts those rules rest on are also checked without p4c, on this repository's programs.
 """
@@ -100,11 +100,8 @@ def test_p4info_is_p4cs(sample: str) -> None:
 
 
 @needs_p4c_src
-@pytest.mark.xfail(
-    strict=True, reason="the compiler does not yet list actions in p4c's order and set"
-)
 @pytest.mark.parametrize("sample", NEEDS_ACTION_ORDER)
-def test_p4info_is_p4cs_once_actions_are_listed_as_p4c_does(sample: str) -> None:
+def test_p4info_lists_actions_in_p4cs_order_and_set(sample: str) -> None:
     _compare(sample)
 
 

@@ -102,7 +102,7 @@ def test_p4info_must_match_the_program() -> None:
             == grpc.StatusCode.INVALID_ARGUMENT
         )
         params = full_p4info()
-        params.actions[0].params[0].bitwidth = 10
+        next(a for a in params.actions if a.params).params[0].bitwidth = 10
         assert (
             rpc_error(h.set_pipeline, 1, SFP.VERIFY, params).code()
             == grpc.StatusCode.INVALID_ARGUMENT
