@@ -263,14 +263,24 @@ class NativeSwitch(V1Switch):
         n = len(packets)
         i = 0
         while i < n:
-            chunk = packets[i : i + CHUNK]
-            i += self._run(chunk, out)
+            ports, frames = zip(*packets[i : i + CHUNK])
+            i += self._run(ports, frames, out)
         return out
 
-    def _run(self, chunk: Sequence[tuple[int, bytes]], out: list[tuple[int, bytes]]) -> int:
+    def process_frames(self, port: int, frames: Sequence[bytes]) -> list[tuple[int, bytes]]:
+        """``process_batch`` of frames that all arrived on ``port`` (a receive batch)."""
+        out: list[tuple[int, bytes]] = []
+        n = len(frames)
+        i = 0
+        while i < n:
+            i += self._run(port, frames[i : i + CHUNK], out)
+        return out
+
+    def _run(
+        self, ports: int | Sequence[int], frames: Sequence[bytes], out: list[tuple[int, bytes]]
+    ) -> int:
         ffi = self._ffi
         self._sync()
-        ports, frames = zip(*chunk)
         lens = list(map(len, frames))
         if max(lens) > MAX_FRAME:
             raise ValueError(f"frame of {max(lens)} bytes (at most {MAX_FRAME})")
@@ -279,8 +289,9 @@ class NativeSwitch(V1Switch):
         before = (stats[ST_DROPPED], stats[ST_PARSER_ERRORS])
         done = self._lib.tf_run(
             self._x,
-            len(chunk),
-            ffi.new("int[]", ports),
+            len(frames),
+            ffi.NULL if isinstance(ports, int) else ffi.new("int[]", ports),
+            ports if isinstance(ports, int) else 0,
             ffi.from_buffer(buf),
             ffi.new("int[]", lens),
             self.clock(),

@@ -19,8 +19,9 @@ int tf_table_load(tf_sw *X, int t, int n, const uint64_t *kv, const uint64_t *kr
                   const int *cls, int ncls, const uint64_t *cls_mask, const int *act,
                   const uint64_t *args, const int *goff, const int *gn, const int *mact,
                   const uint64_t *margs, int def_act, const uint64_t *def_args, int early);
-int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_len,
-           uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port, int *out_off);
+int tf_run(tf_sw *X, int n, const int *in_port, int port, const uint8_t *in,
+           const int *in_len, uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port,
+           int *out_off);
 int tf_max_growth(void);
 int tf_state_size(void);
 int tf_ingress(tf_sw *X, int port, const uint8_t *data, int len, uint64_t now,
@@ -383,11 +384,12 @@ int tf_table_hits(tf_sw *X, int t, int *out, int cap) {
     return k;
 }
 
-/* res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set;
+/* in_port: each packet's ingress port (NULL: all arrived on `port`); res per packet: status (0 sent, 1 ingress drop, 2 egress drop) | 16 if parser_error set;
    out_port: the egress port (the ingress port for an ingress drop); out_off[i]..out_off[i+1]:
    the output bytes (none for a drop) */
-int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in_len,
-           uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port, int *out_off) {
+int tf_run(tf_sw *X, int n, const int *in_port, int port, const uint8_t *in,
+           const int *in_len, uint64_t now, uint8_t *out, int out_cap, int *res, int *out_port,
+           int *out_off) {
     int o = 0, in_o = 0;
     out_off[0] = 0;
     for (int i = 0; i < n; i++) {
@@ -398,7 +400,7 @@ int tf_run(tf_sw *X, int n, const int *in_port, const uint8_t *in, const int *in
         in_o += len;
         X->stats[ST_RECEIVED]++;
         int r[4] = {0, 0, 0, 0};
-        int st = run_packet(X, in_port[i], data, len, now, out + o, r);
+        int st = run_packet(X, in_port ? in_port[i] : port, data, len, now, out + o, r);
         res[i] = st;
         out_port[i] = r[1];
         if ((st & 15) == 0) { o += r[3]; X->stats[ST_SENT]++; }

@@ -360,3 +360,11 @@ def test_ingress_and_egress_passes_identical(program: CompiledProgram) -> None:
                 job.sm.f_enq_qdepth = depth
             assert py.egress_pass(ja, info, now + 5) == nat.egress_pass(jb, info, now + 5)
     assert_same_state(py, nat)
+
+
+def test_process_frames_is_process_one_by_one(program: CompiledProgram) -> None:
+    py, nat, frames = _leaves(program)
+    many = frames * 9  # more than one call into C (256 per call)
+    want = [o for f in many for o in py.process(1, f)]
+    assert nat.process_frames(1, many) == want
+    assert_same_state(py, nat)
