@@ -282,8 +282,11 @@ class NativeSwitch(V1Switch):
         ffi = self._ffi
         self._sync()
         lens = list(map(len, frames))
-        if max(lens) > MAX_FRAME:
-            raise ValueError(f"frame of {max(lens)} bytes (at most {MAX_FRAME})")
+        if max(lens) > MAX_FRAME:  # jumbo frames: the Python passes (same state), one by one
+            each = [ports] * len(frames) if isinstance(ports, int) else ports
+            for p, f in zip(each, frames):
+                out += V1Switch.process(self, p, f)
+            return len(frames)
         buf = b"".join(frames)
         stats = self._stats
         before = (stats[ST_DROPPED], stats[ST_PARSER_ERRORS])
@@ -341,8 +344,8 @@ class NativeSwitch(V1Switch):
         """Parse, verify, run ingress in C; the packet to enqueue, if any (see the module)."""
         if instance_type != InstanceType.NORMAL or restore is not None or passes:
             return super().ingress_pass(port, data, instance_type, restore, passes, original, now)
-        if len(data) > MAX_FRAME:
-            raise ValueError(f"frame of {len(data)} bytes (at most {MAX_FRAME})")
+        if len(data) > MAX_FRAME:  # a jumbo frame: the Python pass (same state)
+            return super().ingress_pass(port, data, instance_type, restore, passes, original, now)
         ffi = self._ffi
         self._sync()
         if now is None:
@@ -382,9 +385,7 @@ class NativeSwitch(V1Switch):
         else:
             enq[0], enq[1] = job.sm.f_enq_timestamp, job.sm.f_enq_qdepth
             has = 2
-        payload = job.payload
-        if len(payload) > MAX_FRAME:
-            raise ValueError(f"payload of {len(payload)} bytes (at most {MAX_FRAME})")
+        payload = job.payload  # at most MAX_FRAME: the ingress pass was native
         r = self._pass_res
         st = self._lib.tf_egress(
             self._x, job.hdr, payload, len(payload), job.port, now, enq, has, self._out, r

@@ -368,3 +368,14 @@ def test_process_frames_is_process_one_by_one(program: CompiledProgram) -> None:
     want = [o for f in many for o in py.process(1, f)]
     assert nat.process_frames(1, many) == want
     assert_same_state(py, nat)
+
+
+def test_jumbo_frames_take_the_python_passes(program: CompiledProgram) -> None:
+    py, nat, frames = _leaves(program)
+    jumbo = frames[0] + bytes(20000)
+    packets = [(1, frames[1]), (1, jumbo), (1, frames[2])]
+    want = [o for port, data in packets for o in py.process(port, data)]
+    assert len(want) == 3
+    assert nat.process_batch(packets) == want
+    assert nat.process(1, jumbo) == py.process(1, jumbo)
+    assert_same_state(py, nat)
