@@ -779,7 +779,7 @@ class CGen:
         if k == T.CallKind.TABLE_APPLY:
             self.line(f"{self.table_call(call)};")
         elif k == T.CallKind.ACTION:
-            self.line(self.action_call(call) + ";")
+            self.action_call(call)
         elif k == T.CallKind.HEADER_METHOD:
             self.header_method(call)
             return
@@ -838,21 +838,50 @@ class CGen:
         elif info.name != "isValid":
             raise Unsupported(f"header method {info.name}{_where(call)}")
 
-    def action_call(self, call: ast.Call) -> str:
+    def action_call(self, call: ast.Call) -> None:
         info = call.ref
         assert info is not None
         decl = info.decl
         if not isinstance(decl, ast.ActionDecl):
             raise Unsupported(f"action '{info.name}'{_where(call)}")
+        for line in self.invoke(decl, list(info.args), call):
+            self.line(line)
+
+    def invoke(
+        self, decl: ast.ActionDecl, args: list[ast.Expr | str | None], node: Any
+    ) -> list[str]:
+        """The C lines calling action ``decl`` with ``args`` (expressions, C code of action
+        data, or None for a don't-care): copy-in/copy-out of scalar ``out``/``inout``
+        arguments through temporaries, the argument's l-value taken once, written back after
+        the call (also after an ``exit``), as the Python executor does."""
         fn = self.action(decl)
-        args = []
-        for p, a in zip(decl.params, info.args):
-            if p.direction in ("out", "inout"):
-                raise Unsupported(f"action parameter '{p.name}' with direction{_where(call)}")
-            if a is None:
-                raise Unsupported(f"missing action argument{_where(call)}")
-            args.append(self.expr(a))
-        return f"{fn}({', '.join(['X', *args])})"
+        pre: list[str] = []
+        post: list[str] = []
+        values = []
+        for p, a in zip(decl.params, args):
+            if isinstance(a, str):
+                values.append(a)
+            elif p.direction in ("out", "inout"):
+                t = self.fresh("t")
+                if a is None:
+                    pre.append(f"u128 {t} = 0;")
+                else:
+                    if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
+                        raise Unsupported(f"{p.direction} argument {type(a).__name__}{_where(a)}")
+                    self._check_lvalue(a)
+                    q = self.fresh("q")
+                    pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
+                    pre.append(f"u128 {t} = {'*' + q if p.direction == 'inout' else '0'};")
+                    post.append(f"*{q} = {t};")
+                values.append(f"&{t}")
+            elif a is None:
+                raise Unsupported(f"missing action argument{_where(node)}")
+            else:
+                values.append(self.expr(a))
+        call = f"{fn}({', '.join(['X', *values])});"
+        if not pre:
+            return [call]
+        return ["{", *("  " + x for x in pre), "  " + call, *("  " + x for x in post), "}"]
 
     def _arg(self, call: ast.Call, i: int) -> ast.Expr:
         info = call.ref
@@ -1197,12 +1226,14 @@ class CGen:
         self.fn = _Fn("action", saved[2].role)
         params = []
         for p in decl.params:
-            if p.direction in ("out", "inout"):
-                raise Unsupported(f"action '{decl.name}': parameter '{p.name}' is {p.direction}")
             pn = self.fresh("a")
-            _scalar_width(p.sym.type, f"action parameter '{p.name}'")
-            self.vars[id(p.sym)] = pn
-            params.append(f"u128 {pn}")
+            _scalar_width(p.sym.type, f"action '{decl.name}': parameter '{p.name}'")
+            if p.direction in ("out", "inout"):
+                self.vars[id(p.sym)] = f"(*{pn})"
+                params.append(f"u128 *{pn}")
+            else:
+                self.vars[id(p.sym)] = pn
+                params.append(f"u128 {pn}")
         self.stmts(decl.body.stmts)
         sig = f"static void {name}({', '.join(['tf_sw *X', *params])})"
         self.protos.append(sig + ";")
@@ -1242,23 +1273,20 @@ class CGen:
         self.fn = _Fn("table", saved[2].role)
         for i, (ref, adecl) in enumerate(zip(ap.actions, d.action_decls)):
             actions[ti.action_fq[id(adecl)]] = i
-            fn = self.action(adecl)
-            args: list[str] = []
+            args: list[ast.Expr | str | None] = []
             data = 0
             bound = [a.value for a in ref.args]
             for p in adecl.params:
                 if p.direction:
                     if not bound:
                         raise Unsupported(f"table {ti.fqname}: unbound action parameter")
-                    b = bound.pop(0)
-                    if b is None:
-                        raise Unsupported(f"table {ti.fqname}: don't-care action argument")
-                    args.append(self.expr(b))
+                    args.append(bound.pop(0))
                 else:
                     args.append(f"a[{data}]")
                     data += 1
             nargs = max(nargs, data)
-            calls.append(f"    case {i}: {fn}({', '.join(['X', *args])}); break;")
+            lines = self.invoke(adecl, args, ref)
+            calls.append(f"    case {i}: {' '.join(lines)} break;")
         self.out, self.ind, self.fn = saved
         impl = None
         algo = "ALGO_NONE"

@@ -43,6 +43,7 @@ MUST_RUN_NATIVELY = {
     "slices_concat",
     "stack_ops",
     "stack_parse",
+    "table_action_run",
     "table_const_entries",
     "table_entry_priority",
     "table_exact",
