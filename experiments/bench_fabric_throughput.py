@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -191,12 +192,22 @@ def flows_for(fabric: Fabric, mode: str) -> list[Flow]:
     return flows
 
 
+_runs = itertools.count(1)
+
+
 def run_step(
     net: Network, blast: pathlib.Path, flows: Sequence[Flow], pps: float, size: int, step_s: float
 ) -> Row:
-    """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row."""
+    """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row.
+
+    Each step's datagrams carry a run number of their own: what an earlier, overloaded step
+    left queued in the network is not counted (``stale``).
+    """
+    run = next(_runs) & 0xFFFF
     receivers = {
-        dst: _in_host(net.enter[dst], [str(blast), "recv", str(BLAST_PORT), str(step_s + 4)])
+        dst: _in_host(
+            net.enter[dst], [str(blast), "recv", str(BLAST_PORT), str(step_s + 4), str(run)]
+        )
         for dst in sorted({f.dst for f in flows})
     }
     try:
@@ -220,6 +231,7 @@ def run_step(
                     str(size),
                     str(i),
                     f.src_address,
+                    str(run),
                 ],
             )
             for i, f in enumerate(flows)

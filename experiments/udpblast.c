@@ -1,10 +1,10 @@
 /* udpblast: the fabric throughput benchmark's UDP sender and receiver (IPv6).
  *
- *   udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD_BYTES SENDER_ID [SRC]
- *   udpblast recv PORT DURATION_S
+ *   udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD_BYTES SENDER_ID [SRC [RUN]]
+ *   udpblast recv PORT DURATION_S [RUN]
  *
  * Every datagram's payload starts with a 24-byte header (network byte order):
- *   magic "TFUB" (4) | version u8 = 1 | sender id u8 | reserved u16 | seq u64 | send time u64
+ *   magic "TFUB" (4) | version u8 = 1 | sender id u8 | run u16 | seq u64 | send time u64
  * (send time: CLOCK_REALTIME in nanoseconds), padded with zeros to PAYLOAD_BYTES. The UDP
  * checksum is zero (UDP_NO_CHECK6_TX/RX): a micro-SID path changes the destination address on
  * the way, so the checksum the sender could compute would not verify at the receiver.
@@ -13,8 +13,9 @@
  * every 100 us, sent with sendmmsg), then prints one JSON line: sent, send_errors, duration_s.
  * recv: receives for DURATION_S seconds (or until SIGTERM/SIGINT) with recvmmsg and the
  * kernel's receive timestamps (SO_TIMESTAMPNS); datagrams without the header are counted as
- * bad, a sequence number seen before as a duplicate; prints one JSON line: packets, bytes,
- * bad, duplicates, first/last receive time, one-way latency p50/p99/max in microseconds
+ * bad, a sequence number seen before as a duplicate, one of another run (RUN, default 0: a
+ * step of a benchmark that left datagrams behind in the network) as stale; prints one JSON
+ * line: packets, bytes, bad, duplicates, stale, first/last receive time, one-way latency p50/p99/max in microseconds
  * (nearest rank over every datagram received).
  */
 #define _GNU_SOURCE
@@ -89,7 +90,8 @@ static int do_send(int argc, char **argv) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     int on = 1; /* a micro-SID path rewrites the destination: no checksum can match it */
     setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_TX, &on, sizeof on);
-    if (argc > 8) {
+    int run = argc > 9 ? atoi(argv[9]) : 0;
+    if (argc > 8 && strcmp(argv[8], "-")) {
         if (parse_addr(argv[8], 0, &src) || bind(fd, (struct sockaddr *)&src, sizeof src)) {
             fprintf(stderr, "udpblast: cannot bind to %s\n", argv[8]);
             return 1;
@@ -105,6 +107,8 @@ static int do_send(int argc, char **argv) {
         memcpy(bufs[i], "TFUB", 4);
         bufs[i][4] = 1;
         bufs[i][5] = (unsigned char)id;
+        bufs[i][6] = (unsigned char)(run >> 8);
+        bufs[i][7] = (unsigned char)(run & 0xff);
         iov[i].iov_base = bufs[i];
         iov[i].iov_len = (size_t)size;
         msgs[i].msg_hdr.msg_iov = &iov[i];
@@ -155,6 +159,7 @@ static int do_recv(int argc, char **argv) {
     if (argc < 4) return 2;
     int port = atoi(argv[2]);
     double duration = atof(argv[3]);
+    int run = argc > 4 ? atoi(argv[4]) : 0;
     int fd = socket(AF_INET6, SOCK_DGRAM, 0);
     if (fd < 0) { perror("udpblast: socket"); return 1; }
     int on = 1, rcvbuf = 8 << 20;
@@ -176,7 +181,7 @@ static int do_recv(int argc, char **argv) {
     unsigned char *seen[MAX_SENDERS] = {0};
     size_t cap = 1 << 20, n_lat = 0;
     int64_t *lat = malloc(cap * sizeof *lat);
-    uint64_t packets = 0, bytes = 0, bad = 0, dups = 0;
+    uint64_t packets = 0, bytes = 0, bad = 0, dups = 0, stale = 0;
     int64_t first = 0, last = 0;
     int64_t end = now_ns(CLOCK_MONOTONIC) + (int64_t)(duration * 1e9);
     if (!lat) return 1;
@@ -196,6 +201,7 @@ static int do_recv(int argc, char **argv) {
             unsigned len = msgs[i].msg_len;
             const unsigned char *p = bufs[i];
             if (len < HDR || memcmp(p, "TFUB", 4) || p[4] != 1) { bad++; continue; }
+            if (((p[6] << 8) | p[7]) != run) { stale++; continue; }
             uint64_t seq = get64(p + 8);
             int sender = p[5];
             if (seq < MAX_SEQ) {
@@ -234,10 +240,11 @@ static int do_recv(int argc, char **argv) {
         mx = (double)lat[n_lat - 1] / 1e3;
     }
     printf("{\"packets\": %llu, \"bytes\": %llu, \"bad\": %llu, \"duplicates\": %llu, "
+           "\"stale\": %llu, "
            "\"first_ns\": %lld, \"last_ns\": %lld, \"p50_us\": %.1f, \"p99_us\": %.1f, "
            "\"max_us\": %.1f}\n",
            (unsigned long long)packets, (unsigned long long)bytes, (unsigned long long)bad,
-           (unsigned long long)dups, (long long)first, (long long)last, p50, p99, mx);
+           (unsigned long long)dups, (unsigned long long)stale, (long long)first, (long long)last, p50, p99, mx);
     return 0;
 }
 
@@ -247,15 +254,15 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "send")) {
         int rc = do_send(argc, argv);
         if (rc == 2 && argc < 8)
-            fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC]\n");
+            fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC [RUN]]\n");
         return rc;
     }
     if (argc >= 2 && !strcmp(argv[1], "recv")) {
         int rc = do_recv(argc, argv);
-        if (rc == 2) fprintf(stderr, "usage: udpblast recv PORT DURATION_S\n");
+        if (rc == 2) fprintf(stderr, "usage: udpblast recv PORT DURATION_S [RUN]\n");
         return rc;
     }
-    fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC]\n"
-                    "       udpblast recv PORT DURATION_S\n");
+    fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC|- [RUN]]\n"
+                    "       udpblast recv PORT DURATION_S [RUN]\n");
     return 2;
 }

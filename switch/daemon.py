@@ -53,6 +53,7 @@ log = logging.getLogger("tailfabric.switch")
 
 BATCH = 64  # frames per round at most (from all ports, fairly)
 COALESCE_US = 200  # default sleep between rounds while frames keep coming (microseconds)
+RX_RING_FRAMES = 1024  # receive ring slots per port (a 4096-slot ring held ~1 s under overload)
 QUEUE_BURST_US = 200.0  # default burst allowance of rate-limited ports (microseconds)
 FINE_WAIT_S = 0.002  # waits shorter than this use select (microseconds), longer ones poll (ms)
 IDLE_WAIT_S = 1.0  # the longest sleep with nothing to do (a stop or a wake-up ends it sooner)
@@ -140,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"{QUEUE_BURST_US:g}; the long-run rate is unchanged)",
     )
     ap.add_argument(
+        "--rx-ring-frames",
+        type=int,
+        default=RX_RING_FRAMES,
+        metavar="N",
+        help="receive ring slots per port: what a port holds while the switch is busy; under "
+        f"overload the standing queue (latency) is N frames (default {RX_RING_FRAMES})",
+    )
+    ap.add_argument(
         "--busy-poll",
         type=int,
         default=0,
@@ -198,6 +207,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args.ports = ports
     if not 0 <= args.coalesce_us <= 100_000 or not 0 <= args.busy_poll <= 10_000_000:
         raise UsageError("--coalesce-us must be 0..100000 and --busy-poll 0..10000000 (us)")
+    if not 16 <= args.rx_ring_frames <= 1 << 16:
+        raise UsageError("--rx-ring-frames must be 16..65536")
     if not 0 <= args.queue_burst_us <= 1_000_000:
         raise UsageError("--queue-burst-us must be 0..1000000 (us)")
     if args.cpu_port is not None and (args.cpu_port in ports or not 0 < args.cpu_port < 511):
@@ -278,7 +289,7 @@ class SwitchDaemon:
     def _open_ports(self) -> None:
         from switch.device.ports import PortSet
 
-        ports = self.ports = PortSet()
+        ports = self.ports = PortSet(rx_frames=self.args.rx_ring_frames)
         for num, ifname in sorted(self.args.ports.items()):
             try:
                 ports.add(num, ifname)
