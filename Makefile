@@ -163,7 +163,7 @@ FT_ARGS = --planes $(FT_PLANES) --results $(RESULTS) --out $(RESULTS)/bench_fabr
 .PHONY: bench-fabric-throughput
 bench-fabric-throughput: $(STAMP)
 	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --target $(TARGET) $(FT_ARGS)
-	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --kernel --append --idle 0 $(FT_ARGS)
+	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --kernel --append --idle 0 --step-s 2 $(FT_ARGS)
 
 # Controller speed: 131,072-GPU route computation, failure commands on 32 switches (no root)
 .PHONY: bench-controller
@@ -214,6 +214,18 @@ GOSSIP_ARGS ?=
 exp-gossip: $(STAMP)
 	$(PY) -m experiments.gossip --results $(RESULTS) --out $(RESULTS)/gossip.csv \
 	  $(EXP_SEEDS_ARG) $(GOSSIP_ARGS)
+
+# PyTorch collectives (README "Using it from PyTorch"): all-reduce latency and bus bandwidth,
+# tailfabric vs gloo, 4 ranks across the default fabric (brought up at COLL_LINK_MBPS and
+# taken down again unless one runs; root, Mininet), and a plane failed mid-stream.
+# COLL_ARGS passes options (e.g. --quick).
+COLL_LINK_MBPS ?= 20
+COLL_ARGS ?=
+.PHONY: bench-collectives
+
+bench-collectives: $(STAMP)
+	$(PY) -m experiments.bench_collectives --results $(RESULTS) \
+	  --out $(RESULTS)/bench_collectives.csv --link-mbps $(COLL_LINK_MBPS) $(COLL_ARGS)
 
 # Decoupled DiLoCo (README "Decoupled DiLoCo"): elastic data parallel vs Decoupled DiLoCo with
 # M = 2, 4 learners at two failure rates and none, a seeded chaos schedule killing, pausing and

@@ -16,7 +16,7 @@ Modes (``--modes``):
 
 For each mode and payload size (``--sizes``, 64 and 1,400 bytes) the offered rate climbs the
 ``--rates`` ladder (packets/s, all senders together) until the fabric is overloaded: loss above
-50 % at an offered rate of at least ``--overload`` (4) times the best delivered rate so far,
+50 % at an offered rate of at least ``--overload`` (10) times the best delivered rate so far,
 so the rows also show whether delivery holds up under overload (no receive livelock).
 
 Per row: offered and delivered packets/s, delivered Mbit/s (UDP payload), loss, one-way
@@ -294,7 +294,7 @@ def sweep(
     rates: Sequence[float],
     *,
     step_s: float = STEP_S,
-    overload: float = 4.0,
+    overload: float = 10.0,
 ) -> Iterator[Row]:
     """Rows of every mode and size, the offered rate stepped up to overload."""
     for mode in modes:
@@ -450,7 +450,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sizes", type=lambda t: _numbers(t, int), default=list(DEFAULT_SIZES))
     ap.add_argument("--rates", type=lambda t: _numbers(t, float), default=list(DEFAULT_RATES))
     ap.add_argument("--step-s", type=float, default=STEP_S, help="seconds per offered rate")
-    ap.add_argument("--overload", type=float, default=4.0)
+    ap.add_argument(
+        "--overload",
+        type=float,
+        default=10.0,
+        help="stop a sweep once loss is over 50 %% at this many times the best delivered rate",
+    )
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle row (0: none)")
     ap.add_argument("--link-mbps", type=float, default=DEFAULT_LINK_MBPS)
     ap.add_argument("--append", action="store_true", help="add to the CSV instead of replacing")
