@@ -122,6 +122,7 @@ def _telemetry(frame: bytes) -> list[int]:
 
 def test_a_free_rate_limited_port_cuts_through_with_zero_queue_telemetry() -> None:
     dev, clock = _device(burst_us=100)
+    assert dev.state is not None
     run_command(dev.state, dev.tm, "set_queue_rate 1000 2")  # one packet per ms on port 2
     for _ in range(3):
         dev.receive(1, TELEMETRY)
@@ -139,6 +140,7 @@ def test_a_free_rate_limited_port_cuts_through_with_zero_queue_telemetry() -> No
 
 def test_without_a_burst_every_packet_of_a_rate_limited_port_queues() -> None:
     dev, clock = _device(burst_us=0)
+    assert dev.state is not None
     run_command(dev.state, dev.tm, "set_queue_rate 1000 2")
     for _ in range(2):
         dev.receive(1, TELEMETRY)
