@@ -324,10 +324,10 @@ class Exit(Stmt):
 
 @dataclass(eq=False)
 class For(Stmt):
-    """``for (init; cond; update) body``; a missing condition is true."""
+    """``for (init; cond; update) body``."""
 
     init: list[Stmt]
-    cond: Expr | None
+    cond: Expr
     update: list[Stmt]
     body: Stmt
     annotations: list[Annotation] = field(default_factory=list)
@@ -338,11 +338,10 @@ class ForIn(Stmt):
     """``for (T x in collection) body``: ``collection`` is a :class:`Range` (both ends
     included) or a header stack (each element in turn, copied into ``x``)."""
 
-    var: VarDecl | None  # None: the loop assigns an existing variable, ``target``
+    var: VarDecl
     collection: Expr
     body: Stmt
     annotations: list[Annotation] = field(default_factory=list)
-    target: Expr | None = None
 
 
 @dataclass(eq=False)

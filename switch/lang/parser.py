@@ -962,18 +962,6 @@ class Parser:
         t = self.expect("for")
         self.expect("(")
         inner = self.parse_annotations()
-        if self.tok.kind is Tok.IDENT and self.peek().text == "in":
-            # for (x in collection): x is a variable declared before the loop
-            name = self.advance()
-            target = ast.Name(name.text, span=name.span)
-            self.expect("in")
-            coll = self.parse_expression()
-            if self.accept(".."):
-                hi = self.parse_expression()
-                coll = ast.Range(coll, hi, span=coll.span)
-            self.expect(")")
-            body = self.parse_statement()
-            return ast.ForIn(None, coll, body, anns, target=target, span=t.span)
         if self.starts_type() and self._is_for_in():
             typ = self.parse_type()
             name = self.ident("loop variable name")
@@ -992,7 +980,10 @@ class Parser:
             if not self.accept(","):
                 break
         self.expect(";", "after the initialisations of a for loop")
-        cond = None if self.at_op(";") else self.parse_expression()
+        if self.at_op(";"):
+            # the grammar (P4-16 1.2.4, and p4c) has no empty condition
+            raise self.error("a for loop needs a condition (write `true` for none)")
+        cond = self.parse_expression()
         self.expect(";", "after the condition of a for loop")
         update: list[ast.Stmt] = []
         while not self.at_op(")"):

@@ -2,15 +2,15 @@
 //
 // Covers: the three-clause form with two declarations in the initialiser and
 // two comma-separated updates (bit<8> wrap-around of a loop variable); a
-// missing condition (`for (;;)`, left by exit or return); `continue`, which
+// loop whose condition is `true` (left by exit or return); `continue`, which
 // still runs the update; `break` out of the inner of two nested loops only;
 // `break` inside a switch inside a loop (leaves the loop: P4's switch has no
 // break of its own); the range form `for (T i in a .. b)` with both bounds
 // included, evaluated once (the body changing a bound does not matter), an
 // empty range and a range up to the type's maximum; the header-stack form
 // `for (T e in stack)`, where e is a copy of each element in turn (changing e
-// leaves the stack alone); `for (j in a .. b)` over a variable declared before
-// the loop (it keeps the last value); loops in actions chosen by a table, in a control's
+// leaves the stack alone); `for (j = a; ...)` assigning a variable declared
+// before the loop (it keeps its value); loops in actions chosen by a table, in a control's
 // apply block and in a function that returns from inside its loop.
 #include <core.p4>
 #include <v1model.p4>
@@ -147,9 +147,9 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
     apply {
         standard_metadata.egress_spec = 1;
         if (hdr.h.mode == 6) {
-            // no condition: left by exit when i reaches count, by return at 100
+            // always true: left by exit when i reaches count, by return at 100
             bit<8> i = 0;
-            for (;;) {
+            for (; true; ) {
                 i = i + 1;
                 if (i == hdr.h.count) {
                     hdr.h.sum = (bit<16>) i;
@@ -174,9 +174,10 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             hdr.h.aux = lowest_set(hdr.h.sum);
         }
         if (hdr.h.mode == 9) {
-            // the loop assigns a variable declared before it, which keeps the last value
+            // the three-clause form over a variable declared before it: it keeps its
+            // value after the loop
             bit<8> j = 0xff;
-            for (j in hdr.h.a .. hdr.h.count) {
+            for (j = hdr.h.a; j <= hdr.h.count; j = j + 1) {
                 hdr.h.sum = hdr.h.sum + (bit<16>) j;
             }
             hdr.h.aux = j;

@@ -65,6 +65,7 @@ def test_the_base_program_compiles() -> None:
         # for loops
         ("break;", "", "", "BODY", "'break' outside a for loop"),
         ("for (bit<8> i in h.h) { }", "", "", "BODY", "a range (a .. b) or a header stack"),
+        ("for (;;) { }", "", "", "BODY", "a for loop needs a condition"),
         # enum keysets
         (
             "t.apply();",
@@ -101,6 +102,12 @@ def test_misuse_is_refused_where_it_is(
     if (where == "BODY" and body) or (where == "DECLS" and decls) or isinstance(where, int):
         assert err.span.line == expected_line, err.render()
     assert err.render().splitlines()[0].startswith(f"prog.p4:{err.span.line}:{err.span.col}:")
+
+
+def test_no_for_loop_in_a_parser_state() -> None:
+    src = _prog("").replace("p.extract(h.h);", "for (bit<8> i in 0 .. 1) { p.extract(h.h); }")
+    with pytest.raises(P4Error, match="not allowed in a parser state"):
+        compile_source(src, "prog.p4")
 
 
 def test_select_on_a_varbit_is_refused() -> None:

@@ -114,19 +114,16 @@ def _for(gen: CodeGen, s: ast.For, out: Emitter) -> None:
         gen.g_block(list(s.update), out)
         out.dedent()
         out.line(f"{again} = True")
-    if s.cond is not None:
-        c = gen.g_expr(s.cond)
-        gen.flush(out)
+    c = gen.g_expr(s.cond)
+    gen.flush(out)
+    if c != "True":
         out.line(f"if not {c}: break")
     gen.g_block([s.body], out)
     out.dedent()
 
 
 def _for_in(gen: CodeGen, s: ast.ForIn, out: Emitter) -> None:
-    if s.var is not None:
-        name = gen.var_name(s.var.sym)
-    else:
-        name = gen.tmp("lv")  # each value is then assigned to the loop's existing variable
+    name = gen.var_name(s.var.sym)
     coll = s.collection
     if isinstance(coll, ast.Range):
         # both bounds are evaluated once, before the first iteration
@@ -139,18 +136,13 @@ def _for_in(gen: CodeGen, s: ast.ForIn, out: Emitter) -> None:
         out.line(f"{hi} = {hv}")
         out.line(f"for {name} in range({lo}, {hi} + 1):")
         out.indent()
-        if s.target is not None:
-            gen.g_assign(s.target, name, out)
     else:
         v = gen.g_expr(coll)
         gen.flush(out)
         item = gen.tmp("it")
         out.line(f"for {item} in {v}.items:")
         out.indent()
-        if s.target is not None:
-            gen.g_assign(s.target, f"{item}.copy()", out)
-        else:
-            out.line(f"{name} = {item}.copy()")  # the loop variable is a copy of the element
+        out.line(f"{name} = {item}.copy()")  # the loop variable is a copy of the element
     gen.g_block([s.body], out)
     out.dedent()
 

@@ -84,12 +84,12 @@ def _action_label(label: ast.Expr, st: T.ActionRunT) -> str:
 
 
 def _for(ck: Checker, s: ast.For, scope: Scope) -> None:
+    _no_loop_in_parser(ck, s)
     lscope = Scope(scope)  # the loop's own variables
     for st in s.init:
         ck.check_stmt(st, lscope)
-    if s.cond is not None:
-        ck.check_expr(s.cond, lscope, T.BOOL)
-        coerce(ck, s.cond, T.BOOL, "for condition")
+    ck.check_expr(s.cond, lscope, T.BOOL)
+    coerce(ck, s.cond, T.BOOL, "for condition")
     for st in s.update:
         if isinstance(st, (ast.VarDecl, ast.ConstDecl)):
             raise err("the update part of a for loop cannot declare a variable", st)
@@ -98,15 +98,10 @@ def _for(ck: Checker, s: ast.For, scope: Scope) -> None:
 
 
 def _for_in(ck: Checker, s: ast.ForIn, scope: Scope) -> None:
+    _no_loop_in_parser(ck, s)
     lscope = Scope(scope)
-    if s.var is not None:
-        vt = ck.resolve_type(s.var.typ, scope)
-        where: ast.Node = s.var
-    else:
-        assert s.target is not None
-        vt = ck.check_expr(s.target, scope)
-        check_lvalue(s.target)
-        where = s.target
+    vt = ck.resolve_type(s.var.typ, scope)
+    where = s.var
     coll = s.collection
     if isinstance(coll, ast.Range):
         if not T.is_fixed(vt):
@@ -122,9 +117,14 @@ def _for_in(ck: Checker, s: ast.ForIn, scope: Scope) -> None:
             )
         if not T.same_type(ct.elem, vt) and not (isinstance(vt, T.StructLikeT) and vt is ct.elem):
             raise err(f"loop variable of type {vt} over a stack of {ct.elem}", where)
-    if s.var is not None:
-        ck.check_local(s.var, lscope, "local")
+    ck.check_local(s.var, lscope, "local")
     _loop_body(ck, s.body, lscope)
+
+
+def _no_loop_in_parser(ck: Checker, s: ast.Stmt) -> None:
+    if ck.context is Context.PARSER:
+        # P4-16's grammar has no for statement among a parser state's statements
+        raise err("for loops are not allowed in a parser state", s)
 
 
 def _loop_body(ck: Checker, body: ast.Stmt, scope: Scope) -> None:
