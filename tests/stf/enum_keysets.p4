@@ -1,9 +1,10 @@
 // enum_keysets.p4 -- masks and ranges on keys of a serializable enum type.
 //
 // Covers: `const entries` of a table with a ternary key of type `enum bit<16>`
-// using `member &&& mask` (the mask a plain number or another member), a plain
-// number `&&&` mask, `_`; a range key of the enum type with members and plain
-// numbers as bounds; a parser select on an enum field with `&&&` and `..`.
+// using `member &&& mask` (the mask a plain number or another member), `_`; a
+// range key of the enum type with members as bounds; a parser select on an
+// enum field with `&&&` and `..`. (`v &&& m` and `lo .. hi` take the type of
+// their left side, as in p4c.)
 // The match is on the bits of the values: a value that is no member of the
 // enum (0x0207) matches the entries whose masked bits agree.
 #include <core.p4>
@@ -66,7 +67,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         const entries = {
             Kind.IPV4 &&& 0xffff: set_out(1);       // exactly 0x0800
             Kind.ARP &&& Kind.VLAN: set_out(2);     // mask 0x8100: 0x0000 .. with bit 8 set
-            0x8100 &&& 0xff00: set_out(3);          // 0x81xx
+            Kind.VLAN &&& 0xff00: set_out(3);       // 0x81xx
             _: set_out(9);
         }
         default_action = set_out(0);
@@ -77,7 +78,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         actions = { set_out; }
         const entries = {
             Kind.LOW .. Kind.HIGH: set_out(0x20);   // 0x0200 .. 0x02ff
-            0x0800 .. Kind.ARP: set_out(0x21);      // 0x0800 .. 0x0806
+            Kind.IPV4 .. Kind.ARP: set_out(0x21);   // 0x0800 .. 0x0806
         }
         default_action = set_out(0x2f);
     }

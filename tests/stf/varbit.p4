@@ -6,8 +6,7 @@
 // a header with fixed fields before and after its varbit field (tlv_t), sized
 // from lookahead; varbit equality (same width and value) and inequality;
 // varbit assignment through a local variable (the width travels with the
-// value, so a swap changes both headers' sizes on the wire); sizeInBits /
-// sizeInBytes of a header value (the current size) and minSizeInBits /
+// value, so a swap changes both headers' sizes on the wire); minSizeInBits /
 // maxSizeInBytes of a type; emission of varbit headers; the parser errors of a
 // variable-size extract: HeaderTooShort (size above the maximum: nothing is
 // consumed), ParserInvalidArgument (not a whole number of bytes) and
@@ -124,22 +123,18 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             if (standard_metadata.checksum_error == 1) {
                 hdr.ipv4.diffserv = 0xEE;
             }
-            // current size of the options, then two compile-time sizes
-            hdr.ethernet.srcAddr[15:0] = (bit<16>) hdr.opts.sizeInBits();
+            // the sizes of the options header: without and with its varbit field
             hdr.ethernet.srcAddr[23:16] = (bit<8>) ipv4_options_t.minSizeInBits();
             hdr.ethernet.srcAddr[31:24] = (bit<8>) ipv4_options_t.maxSizeInBytes();
             standard_metadata.egress_spec = 1;
         } else if (hdr.t1.isValid() && !hdr.t2.isValid()) {
             standard_metadata.egress_spec = 5;
-            hdr.ethernet.srcAddr[7:0] = (bit<8>) hdr.t1.sizeInBits();
         } else if (hdr.t1.isValid()) {
             if (hdr.t1.value == hdr.t2.value) {
                 standard_metadata.egress_spec = 2;
             } else if (hdr.t1.value != hdr.t2.value) {
                 standard_metadata.egress_spec = 4;
             }
-            hdr.ethernet.srcAddr[7:0] = (bit<8>) hdr.t1.sizeInBytes();
-            hdr.ethernet.srcAddr[15:8] = (bit<8>) hdr.t2.sizeInBytes();
             hdr.ethernet.srcAddr[23:16] = (bit<8>) tlv_t.minSizeInBits();
             // swap the values (not the lengths): the sizes go with the values
             varbit<48> tmp = hdr.t1.value;

@@ -70,7 +70,7 @@ def test_the_base_program_compiles() -> None:
         (
             "t.apply();",
             "action a() {} table t { key = { m.e: ternary; } actions = { a; } "
-            "const entries = { E.A &&& F.A: a(); } }",
+            "const entries = { F.A &&& E.A: a(); } }",
             "",
             "DECLS",
             "a member of F for a key of type E",

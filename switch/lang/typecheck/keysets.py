@@ -28,25 +28,31 @@ def _any(ck: Checker, ks: ast.Default | ast.DontCare, kt: T.Type, scope: Scope) 
 
 
 def _mask(ck: Checker, ks: ast.Mask, kt: T.Type, scope: Scope) -> None:
-    _bits_of_key(ck, ks.value, kt, scope, "keyset value")
-    _bits_of_key(ck, ks.mask, kt, scope, "keyset mask")
+    _bits_of_key(ck, ks.value, kt, scope, "keyset value", False)
+    _bits_of_key(ck, ks.mask, kt, scope, "keyset mask", True)
     ks.type = kt
 
 
 def _range(ck: Checker, ks: ast.Range, kt: T.Type, scope: Scope) -> None:
-    _bits_of_key(ck, ks.lo, kt, scope, "range bound")
-    _bits_of_key(ck, ks.hi, kt, scope, "range bound")
+    _bits_of_key(ck, ks.lo, kt, scope, "range bound", False)
+    _bits_of_key(ck, ks.hi, kt, scope, "range bound", True)
     ks.type = kt
 
 
-def _bits_of_key(ck: Checker, e: ast.Expr, kt: T.Type, scope: Scope, what: str) -> None:
+def _bits_of_key(
+    ck: Checker, e: ast.Expr, kt: T.Type, scope: Scope, what: str, second: bool
+) -> None:
     """A value, mask or bound for a key of type ``kt``. For a serializable enum key, a member
-    of the enum or a value of its underlying type (``E.A &&& 0xff00``, as p4c accepts): the
-    match is on the bits."""
+    of the enum or a value of its underlying type (``E.A &&& 0xff00``): the match is on the
+    bits. As in p4c, where ``v &&& m`` and ``lo .. hi`` take the type of their left side, the
+    mask and the upper bound (``second``) may also be a member of another serializable enum
+    with the same underlying type."""
     t = ck.check_expr(e, scope, kt)
     if isinstance(kt, T.EnumT) and kt.underlying is not None and t is not kt:
         if isinstance(t, T.EnumT):
-            raise err(f"{what}: a member of {t.name} for a key of type {kt.name}", e)
+            if not (second and t.underlying == kt.underlying):
+                raise err(f"{what}: a member of {t.name} for a key of type {kt.name}", e)
+            return
         coerce(ck, e, kt.underlying, what)
         return
     coerce(ck, e, kt, what)
