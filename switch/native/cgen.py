@@ -75,7 +75,7 @@ class NativeProgram:
 class _Fn:
     """The function being generated."""
 
-    kind: str  # 'parser' | 'control' | 'action' | 'table' | 'deparser'
+    kind: str  # 'parser' | 'control' | 'action' | 'function' | 'table' | 'deparser'
     role: str = ""
 
 
@@ -149,6 +149,8 @@ class CGen:
         self.digest_ids: dict[str, int] = {}
         self.digest_readers: list[str] = []
         self.actions: dict[tuple[int, str], str] = {}
+        self.functions: dict[int, str] = {}
+        self.hoist: ast.Expr | None = None  # a call that may run before the statement
         self.action_exits: dict[int, bool] = {}
         self.inst: BlockInst | None = None
         self.fn = _Fn("control")
@@ -519,6 +521,8 @@ class CGen:
                 return f"((u128){self.lv(target)}.valid)"
         if info is not None and info.kind == T.CallKind.TABLE_APPLY:
             return self.table_call(e)
+        if info is not None and info.kind == T.CallKind.FUNCTION:
+            return self.function_value(e)
         if (
             info is not None
             and info.kind == T.CallKind.PACKET_METHOD
@@ -619,12 +623,14 @@ class CGen:
 
     def _init(self, target: str, t: T.Type | None, init: ast.Expr | None, node: Any) -> None:
         if isinstance(t, (T.StructLikeT, T.StackT)):
-            if init is None or isinstance(init, ast.InvalidHeader):
+            if init is None:
                 self.line(f"memset(&{target}, 0, sizeof {target});")
             else:
-                self.line(f"{target} = {self.lv(init)};")
+                self._assign_composite(target, t, init, node)
             return
+        self.hoist = init
         value = "((u128)0)" if init is None else self.expr(init)
+        self.hoist = None
         self.line(f"{target} = {value};")
         if init is not None:
             self.exit_check(init)
@@ -650,7 +656,11 @@ class CGen:
             )
             self.exit_check(s.rhs)
             return
-        self.line(f"{self.lv(s.lhs)} = {self.expr(s.rhs)};")
+        target = self.lv(s.lhs)
+        self.hoist = s.rhs
+        value = self.expr(s.rhs)
+        self.hoist = None
+        self.line(f"{target} = {value};")
         self.exit_check(s.rhs)
 
     def _assign_composite(self, target: str, t: T.Type, rhs: ast.Expr, node: Any) -> None:
@@ -766,7 +776,12 @@ class CGen:
         self.line("X->exited = 1; return;")
 
     def s_Return(self, s: ast.Return) -> None:
-        if s.value is not None or self.fn.kind not in ("control", "action"):
+        if self.fn.kind == "function" and s.value is not None:
+            self.hoist = s.value
+            self.line(f"return {self.expr(s.value)};")
+            self.hoist = None
+            return
+        if s.value is not None or self.fn.kind not in ("control", "action", "function"):
             raise Unsupported(f"return in a {self.fn.kind}{_where(s)}")
         self.line("return;")
 
@@ -780,6 +795,12 @@ class CGen:
             self.line(f"{self.table_call(call)};")
         elif k == T.CallKind.ACTION:
             self.action_call(call)
+        elif k == T.CallKind.FUNCTION:
+            if not isinstance(info.decl, ast.FunctionDecl):
+                raise Unsupported(f"call of '{info.name}'{_where(s)}")
+            for line in self.invoke(info.decl, list(info.args), call):
+                self.line(line)
+            return
         elif k == T.CallKind.HEADER_METHOD:
             self.header_method(call)
             return
@@ -848,13 +869,18 @@ class CGen:
             self.line(line)
 
     def invoke(
-        self, decl: ast.ActionDecl, args: list[ast.Expr | str | None], node: Any
+        self,
+        decl: ast.ActionDecl | ast.FunctionDecl,
+        args: list[ast.Expr | str | None],
+        node: Any,
+        result: str | None = None,
     ) -> list[str]:
-        """The C lines calling action ``decl`` with ``args`` (expressions, C code of action
-        data, or None for a don't-care): copy-in/copy-out of scalar ``out``/``inout``
-        arguments through temporaries, the argument's l-value taken once, written back after
-        the call (also after an ``exit``), as the Python executor does."""
-        fn = self.action(decl)
+        """The C lines calling action (or function) ``decl`` with ``args`` (expressions, C
+        code of action data, or None for a don't-care): copy-in/copy-out of scalar
+        ``out``/``inout`` arguments through temporaries, the argument's l-value taken once,
+        written back after the call (also after an ``exit``), as the Python executor does.
+        ``result``: a variable to store a function's value in."""
+        fn = self.action(decl) if isinstance(decl, ast.ActionDecl) else self.function(decl)
         pre: list[str] = []
         post: list[str] = []
         values = []
@@ -879,6 +905,8 @@ class CGen:
             else:
                 values.append(self.expr(a))
         call = f"{fn}({', '.join(['X', *values])});"
+        if result is not None:
+            call = f"{result} = {call}"
         if not pre:
             return [call]
         return ["{", *("  " + x for x in pre), "  " + call, *("  " + x for x in post), "}"]
@@ -1240,6 +1268,64 @@ class CGen:
         self.funcs.append(sig + " {\n" + "\n".join(self.out) + "\n}")
         self.out, self.ind, self.fn = saved
         return name
+
+    def function(self, decl: ast.FunctionDecl) -> str:
+        name = self.functions.get(id(decl))
+        if name is not None:
+            return name
+        if decl.type_params:
+            raise Unsupported(f"generic function '{decl.name}'")
+        name = f"F{len(self.functions)}"
+        self.functions[id(decl)] = name
+        ret = decl.ret_type
+        void = ret is None or str(ret) == "void"
+        if not void:
+            _scalar_width(ret, f"result of function '{decl.name}'")
+        saved = (self.out, self.ind, self.fn)
+        self.out, self.ind = [], 1
+        self.fn = _Fn("function", saved[2].role)
+        params = []
+        for p in decl.params:
+            pn = self.fresh("a")
+            _scalar_width(p.sym.type, f"function '{decl.name}': parameter '{p.name}'")
+            if p.direction in ("out", "inout"):
+                self.vars[id(p.sym)] = f"(*{pn})"
+                params.append(f"u128 *{pn}")
+            else:
+                self.vars[id(p.sym)] = pn
+                params.append(f"u128 {pn}")
+        self.stmts(decl.body.stmts)
+        if not void:
+            self.line("return 0;")
+        sig = f"static {'void' if void else 'u128'} {name}({', '.join(['tf_sw *X', *params])})"
+        self.protos.append(sig + ";")
+        self.funcs.append(sig + " {\n    (void)X;\n" + "\n".join(self.out) + "\n}")
+        self.out, self.ind, self.fn = saved
+        return name
+
+    def function_value(self, e: ast.Call) -> str:
+        """A function call as a value: inline when it has only ``in`` parameters, else
+        (the whole right-hand side of an assignment) through copy-in/copy-out first."""
+        info = e.ref
+        assert info is not None
+        decl = info.decl
+        if not isinstance(decl, ast.FunctionDecl):
+            raise Unsupported(f"call of '{info.name}'{_where(e)}")
+        if all(p.direction in ("", "in") for p in decl.params):
+            fn = self.function(decl)
+            args = []
+            for a in info.args:
+                if a is None:
+                    raise Unsupported(f"missing argument of '{info.name}'{_where(e)}")
+                args.append(self.expr(a))
+            return f"{fn}({', '.join(['X', *args])})"
+        if self.hoist is not e:
+            raise Unsupported(f"function '{info.name}' with out/inout arguments in an expression")
+        r = self.fresh("r")
+        self.line(f"u128 {r};")
+        for line in self.invoke(decl, list(info.args), e, r):
+            self.line(line)
+        return r
 
     def table(self, ti: TableInst) -> int:
         if id(ti) in self.table_ids:
