@@ -1170,6 +1170,10 @@ class Parser:
                 and self.looks_like_type_args(2)
             ):
                 typ = self.parse_type()
+                if isinstance(typ, ast.NamedTypeRef) and typ.type_args and self.at_op("("):
+                    # a constructor call with type arguments, C<A>(args)
+                    name = ast.Name(typ.name, span=t.span)
+                    return ast.Call(name, list(typ.type_args), self.parse_args(), span=t.span)
                 return ast.TypeExpr(typ, span=t.span)
             self.advance()
             return ast.Name(t.text, span=t.span)

@@ -4,12 +4,15 @@
 // Covers: a generic struct (`pair<T>`) used with two type arguments and nested
 // (`pair<pair<bit<8>>>`), a generic header (`tagged_h<T>`) in the headers and
 // in a header stack; a generic function with its type argument inferred
-// (`max(a, b)`) and written (`max<bit<16>>(...)`), one calling another
-// (`max3` calls `max` with its own T), one with an inout argument (`swap`),
-// one taking a generic struct with the type written (`sum<bit<8>>(p)`), and
-// one called from an action; a generic sub-parser instantiated for two header
-// types; a generic control instantiated for two types and applied; a generic
-// egress whose type arguments come from V1Switch's parameters.
+// (`pick(c, a, b)`) and written (`pick<bit<16>>(...)`), one calling another
+// (`pick3` calls `pick` with its own T), one with inout arguments (`swap`, on
+// bit<8> and on headers), one taking a generic struct with the type written
+// (`first<bit<8>>(p)`), one called from an action; a generic sub-parser
+// instantiated for two header types; a generic control instantiated for two
+// types and applied, and applied directly with its type argument
+// (`Swap<bit<8>>.apply(...)`); a generic egress whose type arguments come from
+// V1Switch's parameters and a generic checksum control given them explicitly.
+// The generic bodies only move values (no operators on a type parameter).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -41,12 +44,16 @@ struct metadata_t {
     pair<pair<bit<8>>> mm;
 }
 
-T max<T>(in T a, in T b) {
-    return a > b ? a : b;
+T pick<T>(in bool first, in T a, in T b) {
+    if (first) {
+        return a;
+    }
+    return b;
 }
 
-T max3<T>(in T a, in T b, in T c) {
-    return max(max(a, b), c);
+// a for which 0, b for 1, else c
+T pick3<T>(in bit<2> which, in T a, in T b, in T c) {
+    return pick(which == 0, a, pick(which == 1, b, c));
 }
 
 void swap<T>(inout T a, inout T b) {
@@ -55,8 +62,8 @@ void swap<T>(inout T a, inout T b) {
     b = t;
 }
 
-T sum<T>(in pair<T> p) {
-    return p.a + p.b;
+T first<T>(in pair<T> p) {
+    return p.a;
 }
 
 parser Sub<H>(packet_in pkt, out H hdr) {
@@ -94,24 +101,28 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
     Swap<bit<16>>() swap16;
     Swap<bit<8>>() swap8;
 
-    action biggest_tag() {
-        hdr.w.tag = max3(hdr.s[0].v, hdr.s[1].v, hdr.w.tag);
+    action choose_tag() {
+        hdr.w.tag = pick3(hdr.w.tag[1:0], hdr.s[0].v, hdr.s[1].v, hdr.w.tag);
     }
 
     apply {
         standard_metadata.egress_spec = 1;
         pair<bit<16>> pq = { hdr.h.p, hdr.h.q };
-        meta.m.a = max(hdr.h.x, hdr.h.y);
+        meta.m.a = pick(hdr.h.x > hdr.h.y, hdr.h.x, hdr.h.y);  // the larger
         meta.m.b = hdr.h.x;
         meta.mm.a = meta.m;
         meta.mm.b = { 1, 2 };
-        hdr.h.p = max<bit<16>>(pq.a, pq.b);
+        hdr.h.p = pick<bit<16>>(pq.a > pq.b, pq.a, pq.b);
         swap8.apply(hdr.h.x, hdr.h.y);
         swap16.apply(hdr.w.v, hdr.h.q);
-        biggest_tag();
-        // sum of the larger and the first of x, y: then + 1 + 2 from mm.b
-        hdr.s[0].tag = sum<bit<8>>(meta.mm.a) + sum<bit<8>>(meta.mm.b);
+        choose_tag();
+        // the larger of x, y plus 1 (the a of mm.b)
+        hdr.s[0].tag = first<bit<8>>(meta.mm.a) + first<bit<8>>(meta.mm.b);
         swap(hdr.s[0], hdr.s[1]);
+        // swaps s[1].v and s[1].tag when tag is 0x33
+        if (hdr.s[1].tag == 0x33) {
+            Swap<bit<8>>.apply(hdr.s[1].v, hdr.s[1].tag);
+        }
     }
 }
 
@@ -120,7 +131,7 @@ control MyEgress<H, M>(inout H hdr, inout M meta,
     apply { }
 }
 
-control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+control MyComputeChecksum<H, M>(inout H hdr, inout M meta) {
     apply { }
 }
 
@@ -131,4 +142,4 @@ control MyDeparser(packet_out pkt, in headers_t hdr) {
 }
 
 V1Switch(MyParser(), MyVerifyChecksum(), MyIngress(), MyEgress(),
-         MyComputeChecksum(), MyDeparser()) main;
+         MyComputeChecksum<headers_t, metadata_t>(), MyDeparser()) main;
