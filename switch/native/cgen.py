@@ -150,6 +150,7 @@ class CGen:
         self.digest_readers: list[str] = []
         self.actions: dict[tuple[int, str], str] = {}
         self.functions: dict[int, str] = {}
+        self.nested: dict[int, str] = {}  # id(BlockInst) -> C function of a nested control
         self.hoist: ast.Expr | None = None  # a call that may run before the statement
         self.action_exits: dict[int, bool] = {}
         self.inst: BlockInst | None = None
@@ -570,6 +571,8 @@ class CGen:
                     ti = self.table_inst_of(node)
                     if any(self.action_may_exit(a) for a in ti.decl.action_decls):
                         return True
+                if node.ref.kind == T.CallKind.BLOCK_APPLY:
+                    return True  # a nested control may exit (checked after every apply)
         return False
 
     def table_inst_of(self, call: ast.Call) -> TableInst:
@@ -811,6 +814,8 @@ class CGen:
         elif k == T.CallKind.PACKET_METHOD:
             self.packet_method(call)
             return
+        elif k == T.CallKind.BLOCK_APPLY:
+            self.block_apply(call)
         elif k == T.CallKind.STACK_METHOD:
             self.stack_method(call)
             return
@@ -885,20 +890,32 @@ class CGen:
         post: list[str] = []
         values = []
         for p, a in zip(decl.params, args):
+            pt = p.sym.type
+            composite = isinstance(pt, (T.StructLikeT, T.StackT))
+            ct = self.ctype(pt) if composite else "u128"
             if isinstance(a, str):
                 values.append(a)
             elif p.direction in ("out", "inout"):
                 t = self.fresh("t")
                 if a is None:
-                    pre.append(f"u128 {t} = 0;")
+                    pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
                 else:
                     if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
                         raise Unsupported(f"{p.direction} argument {type(a).__name__}{_where(a)}")
                     self._check_lvalue(a)
                     q = self.fresh("q")
                     pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
-                    pre.append(f"u128 {t} = {'*' + q if p.direction == 'inout' else '0'};")
+                    if p.direction == "inout":
+                        pre.append(f"{ct} {t} = *{q};")
+                    else:
+                        pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
                     post.append(f"*{q} = {t};")
+                values.append(f"&{t}")
+            elif composite:
+                if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
+                    raise Unsupported(f"argument {type(a).__name__}{_where(node)}")
+                t = self.fresh("t")
+                pre.append(f"{ct} {t} = {self.lv(a)};")
                 values.append(f"&{t}")
             elif a is None:
                 raise Unsupported(f"missing action argument{_where(node)}")
@@ -1255,7 +1272,12 @@ class CGen:
         params = []
         for p in decl.params:
             pn = self.fresh("a")
-            _scalar_width(p.sym.type, f"action '{decl.name}': parameter '{p.name}'")
+            pt = p.sym.type
+            if isinstance(pt, (T.StructLikeT, T.StackT)) and p.direction:
+                self.vars[id(p.sym)] = f"(*{pn})"  # a copy made by the caller
+                params.append(f"{self.ctype(pt)} *{pn}")
+                continue
+            _scalar_width(pt, f"action '{decl.name}': parameter '{p.name}'")
             if p.direction in ("out", "inout"):
                 self.vars[id(p.sym)] = f"(*{pn})"
                 params.append(f"u128 *{pn}")
@@ -1521,6 +1543,114 @@ class CGen:
                 conds.append(f"({k} == {self.expr(item)})")
         return " && ".join(conds) if conds else "1"
 
+    def block_apply(self, call: ast.Call) -> None:
+        """``c.apply(args)`` of a nested control: a C function of its own, its arguments
+        copied in and out through temporaries (P4-16's calling convention; also on exit)."""
+        info = call.ref
+        assert info is not None
+        target = info.target
+        sym = target.ref if isinstance(target, ast.Name) else None
+        if self.inst is None or not isinstance(sym, Sym) or id(sym.decl) not in self.inst.children:
+            raise Unsupported(f"apply of {info.name}{_where(call)}")
+        child = self.inst.children[id(sym.decl)]
+        decl = child.decl
+        if not isinstance(decl, ast.ControlDecl) or self.fn.kind not in ("control", "action"):
+            raise Unsupported(f"nested parser {child.path}")
+        fn = self.nested_control(child)
+        pre: list[str] = []
+        post: list[str] = []
+        values: list[str] = []
+        for p, a in zip(decl.params, info.args):
+            pt = p.sym.type
+            if isinstance(pt, T.ExternT):
+                raise Unsupported(f"{pt} argument of {child.path}")
+            composite = isinstance(pt, (T.StructLikeT, T.StackT))
+            t = self.fresh("t")
+            ct = self.ctype(pt) if composite else "u128"
+            if p.direction in ("out", "inout"):
+                if a is None:
+                    pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
+                else:
+                    if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
+                        raise Unsupported(f"{p.direction} argument {type(a).__name__}{_where(a)}")
+                    self._check_lvalue(a)
+                    q = self.fresh("q")
+                    pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
+                    if p.direction == "inout":
+                        pre.append(f"{ct} {t} = *{q};")
+                    else:
+                        pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
+                    post.append(f"*{q} = {t};")
+                values.append(f"&{t}")
+            elif a is None:
+                raise Unsupported(f"missing argument of {child.path}{_where(call)}")
+            elif composite:
+                if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
+                    raise Unsupported(f"argument {type(a).__name__}{_where(a)}")
+                pre.append(f"{ct} {t} = {self.lv(a)};")
+                values.append(f"&{t}")
+            else:
+                values.append(self.expr(a))
+        self.line("{")
+        for x in pre:
+            self.line("  " + x)
+        self.line(f"  {fn}({', '.join(['X', *values])});")
+        for x in post:
+            self.line("  " + x)
+        self.line("}")
+
+    def nested_control(self, inst: BlockInst) -> str:
+        name = self.nested.get(id(inst))
+        if name is not None:
+            return name
+        if inst.children and any(
+            not isinstance(c.decl, ast.ControlDecl) for c in inst.children.values()
+        ):
+            raise Unsupported(f"nested parser in {inst.path}")
+        decl = inst.decl
+        assert isinstance(decl, ast.ControlDecl)
+        if decl.type_params:
+            raise Unsupported(f"generic control {decl.name}")
+        name = f"N{len(self.nested)}"
+        self.nested[id(inst)] = name
+        saved = (self.out, self.ind, self.fn, self.inst)
+        self.out, self.ind = [], 1
+        self.fn = _Fn("control", saved[2].role)
+        self.inst = inst
+        params = []
+        for p in decl.params:
+            # kept in X: the control's actions and tables reach its parameters too
+            pt = p.sym.type
+            pn = self.fresh("p")
+            if isinstance(pt, (T.StructLikeT, T.StackT)):
+                ct = self.ctype(pt)
+            else:
+                _scalar_width(pt, f"parameter '{p.name}' of {inst.path}")
+                ct = "u128"
+            if isinstance(pt, (T.StructLikeT, T.StackT)) or p.direction in ("out", "inout"):
+                params.append(f"{ct} *{pn}")
+                self.ctx_fields.append(f"{ct} *{pn};")
+                self.vars[id(p.sym)] = f"(*X->{pn})"
+            else:
+                params.append(f"u128 {pn}")
+                self.ctx_fields.append(f"u128 {pn};")
+                self.vars[id(p.sym)] = f"X->{pn}"
+            self.line(f"X->{pn} = {pn};")
+        self._ctor_values(inst)
+        self.block_locals(decl)
+        self.stmts(decl.body.stmts)
+        sig = f"static void {name}({', '.join(['tf_sw *X', *params])})"
+        self.protos.append(sig + ";")
+        self.funcs.append(sig + " {\n" + "\n".join(self.out) + "\n}")
+        self.out, self.ind, self.fn, self.inst = saved
+        return name
+
+    def _ctor_values(self, inst: BlockInst) -> None:
+        for p, v in inst.ctor_values:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise Unsupported(f"constructor argument '{p.name}' of {inst.path}")
+            self.vars[id(p.sym)] = _lit(v)
+
     def gen_control(self, role: str, inst: BlockInst) -> None:
         decl = inst.decl
         assert isinstance(decl, ast.ControlDecl)
@@ -1528,6 +1658,7 @@ class CGen:
         self.fn = _Fn("deparser" if role == "deparser" else "control", role)
         self.out, self.ind = [], 1
         self.bind_params(decl)
+        self._ctor_values(inst)
         self.block_locals(decl)
         self.stmts(decl.body.stmts)
         self.funcs.append(f"static void C_{role}(tf_sw *X) {{\n" + "\n".join(self.out) + "\n}")
@@ -1540,8 +1671,8 @@ class CGen:
             if role not in self.elab.blocks:
                 raise Unsupported(f"no {role} block")
         for inst in self.elab.all_blocks:
-            if inst.children:
-                raise Unsupported(f"nested parser/control instances in {inst.path}")
+            if any(not isinstance(c.decl, ast.ControlDecl) for c in inst.children.values()):
+                raise Unsupported(f"nested parser instances in {inst.path}")
         for name in ("hdr", "meta", "sm"):
             t = {"hdr": self.hdr_type, "meta": self.meta_type, "sm": self.sm_type}[name]
             if not isinstance(t, T.StructLikeT):
