@@ -651,15 +651,27 @@ class CGen:
                 raise Unsupported(f"slice bounds{_where(s)}")
             self._check_lvalue(s.lhs.expr)
             base = self.lv(s.lhs.expr)
+            if any(isinstance(n, ast.Call) for n in _walk(s.rhs)):
+                q = self.fresh("q")
+                self.line(f"__typeof__({base}) *{q} = &({base});")
+                base = f"(*{q})"
             m = (1 << (int(hi) - int(lo) + 1)) - 1
             v = self.fresh("v")
-            self.line(f"{{ u128 {v} = {self.expr(s.rhs)};")
+            self.hoist = s.rhs
+            value = self.expr(s.rhs)
+            self.hoist = None
+            self.line(f"{{ u128 {v} = {value};")
             self.line(
                 f"  {base} = ((u128){base} & ~{_lit(m << int(lo))}) | (({v} & {_lit(m)}) << {lo}); }}"
             )
             self.exit_check(s.rhs)
             return
         target = self.lv(s.lhs)
+        if any(isinstance(n, ast.Call) for n in _walk(s.rhs)):
+            # P4 evaluates the l-value first: a call on the right may change its index
+            q = self.fresh("q")
+            self.line(f"__typeof__({target}) *{q} = &({target});")
+            target = f"(*{q})"
         self.hoist = s.rhs
         value = self.expr(s.rhs)
         self.hoist = None

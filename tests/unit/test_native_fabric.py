@@ -379,3 +379,42 @@ def test_jumbo_frames_take_the_python_passes(program: CompiledProgram) -> None:
     assert nat.process_batch(packets) == want
     assert nat.process(1, jumbo) == py.process(1, jumbo)
     assert_same_state(py, nat)
+
+
+EVAL_ORDER_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+bit<1> same(in bit<1> v) { return v; }
+bit<8> clear_id(inout bit<1> id) { id = 0; return 1; }
+bit<4> clear4(inout bit<1> id) { id = 0; return 5; }
+header h_t { bit<8> a; }
+header i_t { bit<1> id; bit<7> pad; }
+struct H { h_t[2] h; i_t i; }
+struct M { }
+parser P(packet_in pkt, out H hdr, inout M m, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.h.next); pkt.extract(hdr.h.next); pkt.extract(hdr.i); transition accept;
+    }
+}
+control V(inout H hdr, inout M m) { apply { } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        hdr.h[same(hdr.i.id)].a = clear_id(hdr.i.id);  // the index is taken before the call
+        hdr.i.id = 1;
+        hdr.h[same(hdr.i.id)].a[3:0] = clear4(hdr.i.id);
+    }
+}
+control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { } }
+control C(inout H hdr, inout M m) { apply { } }
+control D(packet_out pkt, in H hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.i); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_left_hand_side_is_evaluated_before_a_call_on_the_right() -> None:
+    prog = compile_source(EVAL_ORDER_PROGRAM, "eval_order_native.p4")
+    py, nat = pair(prog)
+    for data in (b"\x00\x00\x80", b"\x00\x00\x00", b"\xff\xff\xff"):
+        assert py.process(0, data) == nat.process(0, data)
+    assert nat.process(0, b"\x00\x00\x80") == [(1, b"\x00\x05\x00")]
