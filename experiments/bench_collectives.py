@@ -5,8 +5,9 @@ Brings up the default fabric (2 planes x 2 leaves x 2 spines, 4 hosts) at ``--li
 unless one is running (:class:`experiments.fabric_job.FabricSession`), and launches the ranks
 with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
 
-* **sweep**: for each size (4 KiB ... 16 MiB of float32) a barrier, one warm-up, then
-  ``reps`` timed all-reduces (SUM); rank 0 records each one's latency. Bus bandwidth is
+* **sweep**: for each size (4 KiB ... 16 MiB of float32) a barrier, one warm-up (up to
+  1 MiB), then ``reps`` timed all-reduces (SUM), each after a barrier; rank 0 records each
+  one's latency. Bus bandwidth is
   NCCL's: ``2 (n - 1) / n * bytes / latency``.
 * **failover**: a stream of ``--stream-kib`` all-reduces for ``--stream-s`` seconds; the
   driver fails plane 0 (the plane gloo's TCP connections use: the hosts' plane-0 addresses)
@@ -90,7 +91,8 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int]) -> None:
     for size in sizes:
         t = torch.ones(size // 4)
         dist.barrier()
-        dist.all_reduce(t)  # warm-up (windows, connections)
+        if size <= 1 << 20:
+            dist.all_reduce(t)  # warm-up (connections, windows); the large sizes follow warm
         lat = []
         for _ in range(reps_for(size)):
             dist.barrier()

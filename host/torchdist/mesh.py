@@ -236,24 +236,27 @@ class Mesh:
             with self._cv:
                 self._cv.wait_for(lambda: self._closing, interval)
 
-    def close(self, linger_s: float = 0.5) -> None:
-        """Say BYE to every peer, close the connections and the endpoint (idempotent)."""
+    def close(self, linger_s: float = 2.0) -> None:
+        """Say BYE to every peer, wait (at most ``linger_s``) until what this rank sent has
+        been acknowledged (a peer may still need its last messages), then close the
+        connections and the endpoint (idempotent)."""
         with self._cv:
             if self._closing:
                 return
             self._closing = True
             self._cv.notify_all()
         bye = encode(Header(Kind.BYE, self.rank, self.world))
-        handles = []
+        alive = []
         for conn in self.conns.values():
             try:
-                handles.append(conn.send(bye, timeout=0.1))
+                conn.send(bye, timeout=0.1)
+                alive.append(conn)
             except TransportError:
                 pass
         deadline = time.monotonic() + linger_s
-        for h in handles:
+        for conn in alive:
             try:
-                h.wait(max(0.0, deadline - time.monotonic()))
+                conn.flush(max(0.0, deadline - time.monotonic()))
             except TransportError:
                 pass
         for conn in self.conns.values():

@@ -54,6 +54,7 @@ def run_ranks(
     procs = {}
     for r in start if start is not None else range(world):
         e = dict(os.environ, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        e["TF_TEST_DIR"] = str(out)
         e.update(env or {})
         procs[r] = subprocess.Popen(
             [sys.executable, __file__, scenario, str(r), str(world), str(out)],
@@ -296,11 +297,25 @@ def failures(rank: int, world: int, report: dict[str, Any]) -> None:
 
 
 def absent(rank: int, world: int, report: dict[str, Any]) -> None:
-    """A rank never joins: init fails within the timeout (rank 0's TCP store says so
-    itself; the others' rendezvous names the ranks missing)."""
-    ok, msg, took = _expect_error(
-        lambda: _tf_init(rank, world, 3), "did not join", f"{world - 1}/{world} clients joined"
-    )
+    """The other ranks never join (a file store, so the backend's own rendezvous waits):
+    init fails within the timeout, naming them."""
+    import torch.distributed as dist
+
+    import host.torchdist  # noqa: F401
+
+    store = pathlib.Path(os.environ["TF_TEST_DIR"], "store")
+
+    def init() -> None:
+        dist.init_process_group(
+            "tailfabric",
+            rank=rank,
+            world_size=world,
+            init_method=f"file://{store}",
+            timeout=timedelta(seconds=3),
+        )
+
+    missing = [r for r in range(world) if r != rank]
+    ok, msg, took = _expect_error(init, f"ranks {missing} did not join within 3 s")
     report.update(ok=ok, message=msg, took_s=took)
 
 
