@@ -180,6 +180,16 @@ class Slice(Expr):
 
 
 @dataclass(eq=False)
+class IndexedSlice(Expr):
+    """``e[lo +: w]``: ``w`` bits of ``e`` from bit ``lo`` up; ``lo`` may be a run-time value,
+    ``w`` is a compile-time constant (P4-16 1.2.4 "Operations on fixed-width bit types")."""
+
+    expr: Expr
+    base: Expr
+    width: Expr
+
+
+@dataclass(eq=False)
 class Unary(Expr):
     op: str  # '-', '+', '!', '~'
     expr: Expr
@@ -238,6 +248,7 @@ class StructInit(Expr):
 
     fields: list[tuple[str, Expr]]
     type_name: TypeRef | None = None
+    rest: bool = False  # ends with ``...``: the other fields take their default values
 
 
 @dataclass(eq=False)
@@ -259,6 +270,11 @@ class Range(Expr):
 @dataclass(eq=False)
 class DontCare(Expr):
     """``_``"""
+
+
+@dataclass(eq=False)
+class DefaultInit(Expr):
+    """``...``: the default value of the type the context expects (P4-16 "Default values")."""
 
 
 @dataclass(eq=False)

@@ -201,6 +201,33 @@ def _slice(e: ast.Slice) -> Any:
     return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
 
 
+def _indexed_slice(e: ast.IndexedSlice) -> Any:
+    v, lo, w = fold(e.expr), fold(e.base), fold(e.width)
+    if v is None or lo is None or w is None:
+        return None
+    t = e.expr.type
+    if isinstance(t, (T.BitT, T.IntT)):
+        v = wrap_bits(v, t.width)
+    return (v >> lo) & ((1 << w) - 1)
+
+
+def _index(e: ast.Index) -> Any:
+    v = fold(e.expr)
+    if not isinstance(v, tuple) or not isinstance(e.expr.type, T.TupleT):
+        return None
+    i = fold(e.index)
+    return v[i] if isinstance(i, int) and 0 <= i < len(v) else None
+
+
+def _default_init(e: ast.DefaultInit) -> Any:
+    t = e.type
+    if t is T.INFINT or isinstance(t, (T.BitT, T.IntT)):
+        return 0
+    if t is T.BOOL:
+        return False
+    return None
+
+
 def _list(e: ast.ListExpr) -> Any:
     vals = [fold(i) for i in e.items]
     if any(v is None for v in vals):
@@ -219,6 +246,9 @@ FOLDERS: dict[type[ast.Expr], Callable[[Any], Any]] = {
     ast.Binary: _binary,
     ast.Mux: _mux,
     ast.Slice: _slice,
+    ast.IndexedSlice: _indexed_slice,
+    ast.DefaultInit: _default_init,
+    ast.Index: _index,
     ast.ListExpr: _list,
 }
 """Node types that can be constant; every other expression (calls, indexes...) is not."""

@@ -55,8 +55,10 @@ OPERATORS = [
     "|-|",
     "<<=",
     ">>=",
+    "...",  # a default initializer (P4-16 "Default values")
     "..",
     "++",
+    "+:",  # an indexed slice e[lo +: w]
     "<<",
     "<=",
     ">=",

@@ -1192,6 +1192,9 @@ class Parser:
             if t.text == "{#}":
                 self.advance()
                 return ast.InvalidHeader(span=t.span)
+            if t.text == "...":
+                self.advance()
+                return ast.DefaultInit(span=t.span)
         raise self.error(f"expected an expression, found {self.describe(t)}")
 
     def parse_brace_expr(self) -> ast.Expr:
@@ -1201,14 +1204,18 @@ class Parser:
             return ast.ListExpr([], span=start.span)
         if self.tok.kind is Tok.IDENT and self.peek().text == "=":
             fields: list[tuple[str, ast.Expr]] = []
+            rest = False
             while not self.at_op("}"):
+                if self.accept("..."):
+                    rest = True  # {f = a, ...}: the last item
+                    break
                 n = self.ident("field name")
                 self.expect("=")
                 fields.append((n.text, self.parse_expression()))
                 if not self.accept(","):
                     break
             self.expect("}")
-            return ast.StructInit(fields, span=start.span)
+            return ast.StructInit(fields, rest=rest, span=start.span)
         items = [self.parse_expression()]
         while self.accept(","):
             if self.at_op("}"):
@@ -1253,7 +1260,11 @@ class Parser:
             elif t.text == "[":
                 self.advance()
                 hi = self.parse_expression()
-                if self.accept(":"):
+                if self.accept("+:"):
+                    width = self.parse_expression()
+                    self.expect("]")
+                    e = ast.IndexedSlice(e, hi, width, span=t.span)
+                elif self.accept(":"):
                     lo = self.parse_expression()
                     self.expect("]")
                     e = ast.Slice(e, hi, lo, span=t.span)

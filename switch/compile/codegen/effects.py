@@ -98,7 +98,7 @@ class Effects:
 
 def root_symbol(e: ast.Expr) -> Sym | None:
     """The variable or parameter an lvalue is part of (``hdr`` for ``hdr.s[i].f[3:0]``)."""
-    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice, ast.IndexedSlice)):
         e = e.expr
     return e.ref if isinstance(e, ast.Name) and isinstance(e.ref, Sym) else None
 
@@ -109,7 +109,7 @@ def storage_path(e: ast.Expr) -> tuple[object, ...] | None:
     stands for its whole value. None when it is not a plain lvalue."""
     parts: list[object] = []
     while True:
-        if isinstance(e, ast.Slice):
+        if isinstance(e, (ast.Slice, ast.IndexedSlice)):
             parts.clear()
             e = e.expr
         elif isinstance(e, ast.Member):

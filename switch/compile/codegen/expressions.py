@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from switch.compile.codegen.classes import is_composite
+from switch.compile.codegen.classes import default_value, is_composite
 from switch.compile.codegen.emitter import fit_code, mask, tuple_code
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast
@@ -117,6 +117,8 @@ MEMBER_REFS: dict[type, Callable[[CodeGen, ast.Member, Any], str]] = {
 
 def _index(gen: CodeGen, e: ast.Index) -> str:
     base = gen.g_expr(e.expr)
+    if isinstance(e.expr.type, T.TupleT):  # a Python tuple; the index is a constant
+        return f"{base}[{gen.const_index(e.index)}]"
     if isinstance(e.index, ast.IntLit) or e.index.type is T.INFINT:
         idx = gen.const_index(e.index)
         if idx is not None:
@@ -130,6 +132,31 @@ def _slice(gen: CodeGen, e: ast.Slice) -> str:
     base = gen.g_expr(e.expr)
     m = mask(hi - lo + 1)
     return f"(({base} >> {lo}) & {m})" if lo else f"({base} & {m})"
+
+
+def _indexed_slice(gen: CodeGen, e: ast.IndexedSlice) -> str:
+    w = gen.const_index(e.width)
+    assert w is not None
+    base = gen.g_expr(e.expr)
+    bt = e.expr.type
+    if isinstance(bt, T.IntT):
+        base = f"({base} & {mask(bt.width)})"
+    lo = gen.g_expr(e.base)
+    return f"(({base} >> {lo}) & {mask(w)})"
+
+
+def _default_init(gen: CodeGen, e: ast.DefaultInit) -> str:
+    t = e.type
+    if isinstance(t, T.EnumT):
+        # P4-16 "Default values": 0 for a serializable enum, else its first member
+        return "0" if t.underlying is not None else repr(t.values.get(t.members[0], 0))
+    if t is T.ERROR:
+        return repr(gen.err_code("NoError"))
+    if is_composite(t):
+        tmp = gen.tmp("s")
+        gen.pre.append(f"{tmp} = {default_value(t, gen)}")
+        return tmp
+    return default_value(t, gen)
 
 
 # -- operators ---------------------------------------------------------------------------------
@@ -446,6 +473,8 @@ EXPRESSIONS: dict[type[ast.Expr], ExprRule] = {
     ast.Member: _member,
     ast.Index: _index,
     ast.Slice: _slice,
+    ast.IndexedSlice: _indexed_slice,
+    ast.DefaultInit: _default_init,
     ast.Unary: _unary,
     ast.Binary: _binary,
     ast.Mux: _mux,

@@ -47,6 +47,7 @@ class Place:
     base: Place | None = None
     bits: tuple[int, int] | None = None
     composite: bool = field(default=False)
+    shift: str | None = None  # an indexed slice: ``bits`` is (width - 1, 0) moved up by this
 
     def write(self, value: str, out: Emitter) -> None:
         """Store the code ``value`` (evaluated once) into this place."""
@@ -57,6 +58,11 @@ class Place:
             m = mask(hi - lo + 1) << lo
             keep = mask(bt.width) ^ m
             new = f"(({self.base.read} & {keep}) | (({value}) << {lo} & {m}))"
+            if self.shift is not None:
+                # bits moved past the top of the value are dropped
+                sm = f"({mask(hi + 1)} << {self.shift})"
+                old = f"({self.base.read} & {mask(bt.width)} & ~{sm})"
+                new = f"(({old} | ((({value}) << {self.shift}) & {sm})) & {mask(bt.width)})"
             if isinstance(bt, T.IntT):
                 new = f"_to_signed({new}, {bt.width})"
             self.base.write(new, out)
@@ -131,10 +137,26 @@ def _slice_place(gen: CodeGen, e: ast.Slice) -> Place:
     return Place(read, e.type, base=base, bits=(hi, lo))
 
 
+def _indexed_slice_place(gen: CodeGen, e: ast.IndexedSlice) -> Place:
+    w = gen.const_index(e.width)
+    assert w is not None
+    base = gen.g_place(e.expr)
+    lo = gen.g_expr(e.base)
+    if gen.const_index(e.base) is None:
+        t = gen.tmp("lo")
+        gen.pre.append(f"{t} = {lo}")
+        lo = t
+    bt = e.expr.type
+    v = f"({base.read} & {mask(bt.width)})" if isinstance(bt, T.IntT) else base.read
+    read = f"(({v} >> {lo}) & {mask(w)})"
+    return Place(read, e.type, base=base, bits=(w - 1, 0), shift=lo)
+
+
 PLACES: dict[type[ast.Expr], PlaceRule] = {
     ast.Name: _name_place,
     ast.Member: _member_place,
     ast.Index: _element_place,
     ast.Slice: _slice_place,
+    ast.IndexedSlice: _indexed_slice_place,
 }
 """Every lvalue node type (the same as the type checker's ``LVALUES``): its place."""

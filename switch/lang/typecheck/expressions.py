@@ -218,6 +218,12 @@ MEMBERS: dict[type[T.Type], MemberRule] = {
 
 def _index(ck: Checker, e: ast.Index, scope: Scope, expected: T.Type | None) -> T.Type:
     bt = ck.check_expr(e.expr, scope)
+    if isinstance(bt, T.TupleT):
+        # a tuple's elements have different types: the index is a compile-time constant
+        i = ck.const_int(e.index, scope, "tuple index")
+        if not (0 <= i < len(bt.elems)):
+            raise err(f"index {i} is out of bounds for {bt}", e.index)
+        return bt.elems[i]
     if not isinstance(bt, T.StackT):
         raise err(f"cannot index a value of type {bt}", e)
     it = ck.check_expr(e.index, scope)
@@ -241,6 +247,55 @@ def _slice(ck: Checker, e: ast.Slice, scope: Scope, expected: T.Type | None) -> 
     if not (0 <= lo <= hi < bt.width):
         raise err(f"slice [{hi}:{lo}] is out of range for {bt}", e)
     return T.BitT(hi - lo + 1)
+
+
+def _indexed_slice(
+    ck: Checker, e: ast.IndexedSlice, scope: Scope, expected: T.Type | None
+) -> T.Type:
+    bt = ck.check_expr(e.expr, scope)
+    if not isinstance(bt, (T.BitT, T.IntT)):
+        raise err(f"cannot slice a value of type {bt}", e)
+    w = ck.const_int(e.width, scope, "slice width")
+    if not (0 < w <= bt.width):
+        raise err(f"slice width {w} is out of range for {bt}", e.width)
+    lt = ck.check_expr(e.base, scope)
+    if lt is T.INFINT or isinstance(lt, T.BitT):
+        lo = constfold.fold(e.base)
+        if lo is not None and not (0 <= lo and lo + w <= bt.width):
+            raise err(f"slice [{lo} +: {w}] is out of range for {bt}", e)
+        if lt is T.INFINT:
+            coerce(ck, e.base, T.BitT(32), "slice start")
+    else:
+        raise err(f"the start of a slice must be an unsigned integer (bit<W>), not {lt}", e.base)
+    return T.BitT(w)
+
+
+def _default_init(ck: Checker, e: ast.DefaultInit, scope: Scope, expected: T.Type | None) -> T.Type:
+    if expected is None or isinstance(expected, (T.TypeVar, T.ListT, T.StructInitT)):
+        raise err("'...' needs the type its context expects (an assignment or initializer)", e)
+    if not default_exists(expected):
+        raise err(f"'...': the type {expected} has no default value", e)
+    return expected
+
+
+def default_exists(t: T.Type) -> bool:
+    """Whether values of ``t`` have a default value (P4-16 "Default values")."""
+    if t is T.BOOL or t is T.INFINT or isinstance(t, (T.BitT, T.IntT, T.VarbitT, T.EnumT)):
+        return True
+    if isinstance(t, T.StructLikeT):
+        return all(default_exists(f) for f in t.fields.values())
+    if isinstance(t, T.TupleT):
+        return all(default_exists(x) for x in t.elems)
+    if isinstance(t, T.StackT):
+        return default_exists(t.elem)
+    return t is T.ERROR
+
+
+def _expand_rest(e: ast.ListExpr, n: int) -> None:
+    """``{a, ...}`` for ``n`` fields or elements: the trailing ``...`` stands for the rest."""
+    if e.items and isinstance(e.items[-1], ast.DefaultInit) and len(e.items) - 1 <= n:
+        dots = e.items.pop()
+        e.items.extend(ast.DefaultInit(span=dots.span) for _ in range(n - len(e.items)))
 
 
 # -- operators -----------------------------------------------------------------------------------
@@ -438,6 +493,10 @@ def _cast(ck: Checker, e: ast.Cast, scope: Scope, expected: T.Type | None) -> T.
 
 
 def _list(ck: Checker, e: ast.ListExpr, scope: Scope, expected: T.Type | None) -> T.Type:
+    if isinstance(expected, T.TupleT):
+        _expand_rest(e, len(expected.elems))
+    elif isinstance(expected, T.StructLikeT):
+        _expand_rest(e, len(expected.fields))
     exp_elems: list[T.Type | None] = [None] * len(e.items)
     if isinstance(expected, T.TupleT) and len(expected.elems) == len(e.items):
         exp_elems = list(expected.elems)
@@ -455,6 +514,14 @@ def _invalid_header(
 
 
 def _struct_init(ck: Checker, e: ast.StructInit, scope: Scope, expected: T.Type | None) -> T.Type:
+    if e.rest:
+        if not isinstance(expected, T.StructLikeT):
+            raise err("'...' in an initializer needs the struct or header type it initializes", e)
+        named = {n for n, _ in e.fields}
+        e.fields.extend(
+            (n, ast.DefaultInit(span=e.span)) for n in expected.fields if n not in named
+        )
+        e.rest = False
     fts: dict[str, T.Type] = {}
     for n, v in e.fields:
         if n in fts:
@@ -472,6 +539,7 @@ EXPRESSIONS: dict[type[ast.Expr], ExprRule] = {
     ast.Member: _member,
     ast.Index: _index,
     ast.Slice: _slice,
+    ast.IndexedSlice: _indexed_slice,
     ast.Unary: _unary,
     ast.Binary: _binary,
     ast.Mux: _mux,
@@ -484,6 +552,7 @@ EXPRESSIONS: dict[type[ast.Expr], ExprRule] = {
     ast.Range: _keyset_only,
     ast.DontCare: _dont_care,
     ast.Default: _dont_care,
+    ast.DefaultInit: _default_init,
     ast.TypeExpr: _type_expr,
 }
 """Every expression node type: its rule. (Keysets in selects and entries: see keysets.py.)"""

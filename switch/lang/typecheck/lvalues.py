@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from switch.lang import ast
+from switch.lang import types as T
 from switch.lang.symbols import StackProperty, Sym
 from switch.lang.typecheck.context import err
 
@@ -32,7 +33,9 @@ def _member(e: ast.Member) -> None:
     check_lvalue(e.expr)
 
 
-def _element(e: ast.Index | ast.Slice) -> None:
+def _element(e: ast.Index | ast.Slice | ast.IndexedSlice) -> None:
+    if isinstance(e, ast.Index) and isinstance(e.expr.type, T.TupleT):
+        raise err("an element of a tuple cannot be assigned (assign the whole tuple)", e)
     check_lvalue(e.expr)
 
 
@@ -41,6 +44,7 @@ LVALUES: dict[type[ast.Expr], Callable[[Any], None]] = {
     ast.Member: _member,
     ast.Index: _element,
     ast.Slice: _element,
+    ast.IndexedSlice: _element,
 }
 
 
