@@ -146,6 +146,21 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.port = 29600
         self.log = open(self.work / "ranks.log", "a")  # noqa: SIM115
+        self._actions: Any = None
+
+    def actions(self) -> Any:
+        """The controller, connected once for every failover run (a second connection
+        would not be the switches' primary client while the first one's stream lingers)."""
+        from experiments.fabric_job import ControllerActions
+
+        if self._actions is None:
+            self._actions = ControllerActions(self.state, self.args.results)
+        return self._actions
+
+    def close(self) -> None:
+        if self._actions is not None:
+            self._actions.close()
+        self.log.close()
 
     def launch(self, argv: Sequence[str]) -> Launch:
         self.port += 1
@@ -189,7 +204,7 @@ class Bench:
         return rows
 
     def failover(self, backend: str) -> tuple[dict[str, object], list[dict[str, object]]]:
-        from experiments.fabric_job import ControllerActions
+        from controller.errors import ControllerError
 
         a = self.args
         size = a.stream_kib * 1024
@@ -199,10 +214,11 @@ class Bench:
         started.unlink(missing_ok=True)
         row: dict[str, object] = {"kind": "failover", "backend": backend, "ranks": len(HOSTS)}
         row.update(link_mbps=a.link_mbps, size_bytes=size, down_s=a.down_s)
-        actions = ControllerActions(self.state, a.results)
         t_fail = math.nan
+        failed = ""
+        launch = self.launch(["stream", backend, str(out), str(size), str(a.stream_s)])
         try:
-            launch = self.launch(["stream", backend, str(out), str(size), str(a.stream_s)])
+            actions = self.actions()
             deadline = time.monotonic() + 300
             while not started.exists() and time.monotonic() < deadline:
                 if any(p.poll() is not None for p in launch.procs.values()):
@@ -214,11 +230,12 @@ class Bench:
                 actions.fail_plane(FAIL_PLANE)
                 time.sleep(a.down_s)
                 actions.restore_plane(FAIL_PLANE)
-            err = self.finish(launch, "failover")
-        finally:
-            actions.close()
-        if err or not out.exists() or not started.exists():
-            row["error"] = err or "no result"
+        except ControllerError as e:
+            failed = f"the controller failed: {e}"
+            launch.stop()
+        err = self.finish(launch, "failover")
+        if failed or err or not out.exists() or not started.exists():
+            row["error"] = failed or err or "no result"
             return row, []
         times = [(float(s), float(e)) for s, e in json.loads(out.read_text())["times"]]
         stream = [
@@ -283,6 +300,7 @@ def plot(out: pathlib.Path) -> pathlib.Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.errors import ControllerError
     from experiments.fabric_job import FabricSession
     from host.errors import TransportError
 
@@ -290,22 +308,31 @@ def run(args: argparse.Namespace) -> int:
     sizes = QUICK_SIZES_BYTES if args.quick else SIZES_BYTES
     rows: list[dict[str, object]] = []
     streams: list[dict[str, object]] = []
+
+    def save() -> None:  # after every run: what was measured survives a later failure
+        write_csv(out, COLUMNS, rows)
+        write_csv(out.with_name(out.stem + "_failover.csv"), STREAM_COLUMNS, streams)
+
     try:
         with FabricSession(args.results, link_mbps=args.link_mbps, wait_s=args.wait_s) as state:
             bench = Bench(args, state)
-            for backend in BACKENDS:
-                print(f"bench-collectives: sweep, {backend}", flush=True)
-                rows += bench.sweep(backend, sizes)
-            for backend in BACKENDS:
-                print(f"bench-collectives: plane {FAIL_PLANE} fails, {backend}", flush=True)
-                row, stream = bench.failover(backend)
-                rows.append(row)
-                streams += stream
-    except (LaunchError, TransportError, OSError) as e:
+            try:
+                for backend in BACKENDS:
+                    print(f"bench-collectives: sweep, {backend}", flush=True)
+                    rows += bench.sweep(backend, sizes)
+                    save()
+                for backend in BACKENDS:
+                    print(f"bench-collectives: plane {FAIL_PLANE} fails, {backend}", flush=True)
+                    row, stream = bench.failover(backend)
+                    rows.append(row)
+                    streams += stream
+                    save()
+            finally:
+                bench.close()
+    except (LaunchError, TransportError, OSError, ControllerError) as e:
         print(f"bench-collectives: {e}", file=sys.stderr)
         return 2
-    write_csv(out, COLUMNS, rows)
-    write_csv(out.with_name(out.stem + "_failover.csv"), STREAM_COLUMNS, streams)
+    save()
     png = plot(out)
     for r in rows:
         print(", ".join(f"{k}={r[k]}" for k in COLUMNS if k in r and r[k] != ""))
