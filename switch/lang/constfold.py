@@ -12,12 +12,45 @@ The type checker, elaboration and the code generator all fold through this modul
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from switch.errors import TypeError_
 from switch.lang import ast
 from switch.lang import types as T
 from switch.lang.symbols import EnumMember, ErrorMember, Sym
+
+
+@dataclass(frozen=True)
+class StructValue:
+    """The constant value of a struct, header or header union: its fields' values by name in
+    declaration order, and (for a header) whether it is valid."""
+
+    fields: tuple[tuple[str, Any], ...]
+    valid: bool = True
+
+    def field(self, name: str) -> Any:
+        """The value of the field ``name``."""
+        return dict(self.fields).get(name)
+
+
+def default_const(t: T.Type | None) -> Any:
+    """The default value (P4-16 "Default values") of ``t`` as a constant, or None."""
+    if t is T.INFINT or isinstance(t, (T.BitT, T.IntT)):
+        return 0
+    if t is T.BOOL:
+        return False
+    if isinstance(t, T.EnumT):
+        return 0 if t.underlying is not None else t.values.get(t.members[0], 0)
+    if isinstance(t, T.TupleT):
+        elems = [default_const(x) for x in t.elems]
+        return None if any(v is None for v in elems) else tuple(elems)
+    if isinstance(t, T.StructLikeT):
+        vals = [(n, default_const(ft)) for n, ft in t.fields.items()]
+        if any(v is None for _, v in vals):
+            return None
+        return StructValue(tuple(vals), valid=t.kind == "struct")
+    return None
 
 
 def wrap_bits(value: int, width: int) -> int:
@@ -156,6 +189,10 @@ def _name(e: ast.Name) -> Any:
 def _member(e: ast.Member) -> Any:
     if isinstance(e.ref, (EnumMember, ErrorMember)):
         return e.ref.value
+    if e.ref is None and isinstance(e.expr.type, T.StructLikeT):
+        v = fold(e.expr)
+        if isinstance(v, StructValue):
+            return v.field(e.name)
     return None
 
 
@@ -220,19 +257,29 @@ def _index(e: ast.Index) -> Any:
 
 
 def _default_init(e: ast.DefaultInit) -> Any:
-    t = e.type
-    if t is T.INFINT or isinstance(t, (T.BitT, T.IntT)):
-        return 0
-    if t is T.BOOL:
-        return False
-    return None
+    return default_const(e.type)
 
 
 def _list(e: ast.ListExpr) -> Any:
     vals = [fold(i) for i in e.items]
     if any(v is None for v in vals):
         return None
+    t = e.type
+    if isinstance(t, T.StructLikeT):
+        if t.kind == "header_union":
+            return None
+        return StructValue(tuple(zip(t.fields, vals)))
     return tuple(vals)
+
+
+def _struct_init(e: ast.StructInit) -> Any:
+    t = e.type
+    if not isinstance(t, T.StructLikeT) or t.kind == "header_union":
+        return None
+    given = {n: fold(v) for n, v in e.fields}
+    if any(v is None for v in given.values()):
+        return None
+    return StructValue(tuple((n, given.get(n)) for n in t.fields))
 
 
 FOLDERS: dict[type[ast.Expr], Callable[[Any], Any]] = {
@@ -250,6 +297,7 @@ FOLDERS: dict[type[ast.Expr], Callable[[Any], Any]] = {
     ast.DefaultInit: _default_init,
     ast.Index: _index,
     ast.ListExpr: _list,
+    ast.StructInit: _struct_init,
 }
 """Node types that can be constant; every other expression (calls, indexes...) is not."""
 

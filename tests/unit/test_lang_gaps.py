@@ -81,6 +81,18 @@ def test_the_base_program_compiles() -> None:
         ("h.h.a = zero();", "", "", "BODY", "cannot infer type argument(s) T of 'zero'"),
         ("", "G() g;", "", "DECLS", "cannot infer type argument(s) T of 'G'"),
         ("h.h.a = id<bit<16>>(h.h.a);", "", "", "BODY", "expected bit<16>, got bit<8>"),
+        # indexed slices e[lo +: w]
+        ("h.h.a = (bit<8>) h.h.b[4 +: 20];", "", "", "BODY", "slice width 20 is out of range"),
+        ("h.h.a = h.h.b[10 +: 8];", "", "", "BODY", "slice [10 +: 8] is out of range for bit<16>"),
+        ("h.h.a = h.h.b[h.h.a +: h.h.a];", "", "", "BODY", "is not a compile-time constant"),
+        ("int<8> s = 1; h.h.a = h.h.b[s +: 8];", "", "", "BODY", "must be an unsigned integer"),
+        ("h.h.b[h.h.a +: 8] = 16w1;", "", "", "BODY", "expected bit<8>, got bit<16>"),
+        # default initializers
+        ("if (... == 8w1) { }", "", "", "BODY", "'...' needs the type its context expects"),
+        # constants of struct and tuple type; tuple elements
+        ("", "const pair<bit<8>> c = { h.h.a, 1 };", "", "DECLS", "not a compile-time constant"),
+        ("tuple<bit<8>, bool> t = {1, true}; t[0] = 2;", "", "", "BODY", "cannot be assigned"),
+        ("tuple<bit<8>, bool> t = {1, true}; h.h.a = t[2];", "", "", "BODY", "out of bounds"),
     ],
 )
 def test_misuse_is_refused_where_it_is(

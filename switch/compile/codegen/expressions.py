@@ -15,7 +15,7 @@ from switch.compile.codegen.emitter import fit_code, mask, tuple_code
 from switch.errors import TypeError_, UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
-from switch.lang.constfold import fit_value, wrap_signed
+from switch.lang.constfold import StructValue, fit_value, wrap_signed
 from switch.lang.symbols import EnumMember, ErrorMember, StackProperty, StackSize, Sym
 
 if TYPE_CHECKING:
@@ -54,10 +54,33 @@ def _name(gen: CodeGen, e: ast.Name) -> str:
         v = sym.value
         if isinstance(v, int) and not isinstance(v, bool):
             v = fit_value(v, e.type)
+        if isinstance(e.type, (T.StructLikeT, T.TupleT)):
+            return const_code(gen, v, e.type)
         return gen.const_repr(v)
     if sym.kind in ("var", "param"):
         return gen.var_name(sym)
     raise TypeError_(f"'{e.name}' is not a value", e.span)
+
+
+def const_code(gen: CodeGen, v: Any, t: T.Type | None) -> str:
+    """Code for the constant ``v`` of type ``t``: a struct or header constant is a fresh object
+    each time it is used (built in ``pre``), so no use can change another."""
+    if isinstance(v, StructValue) and isinstance(t, T.StructLikeT):
+        tmp = gen.tmp("c")
+        gen.pre.append(f"{tmp} = {gen.class_of(t)}()")
+        if t.kind == "header":
+            gen.pre.append(f"{tmp}._v = {v.valid!r}")
+        for n, ft in t.fields.items():
+            code = const_code(gen, v.field(n), ft)
+            gen.pre.append(
+                f"{tmp}.f_{n}._set({code})" if is_composite(ft) else f"{tmp}.f_{n} = {code}"
+            )
+        return tmp
+    if isinstance(v, tuple) and isinstance(t, T.TupleT):
+        return tuple_code([const_code(gen, x, et) for x, et in zip(v, t.elems)])
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = fit_value(v, t)
+    return gen.const_repr(v)
 
 
 def _unsupported(gen: CodeGen, e: ast.Expr) -> str:
