@@ -1083,6 +1083,8 @@ class CGen:
     def _hash_of(self, data: ast.Expr, algo: str, payload: bool) -> str:
         """Statements computing the hash into a fresh variable; its name."""
         vals = self._field_values(data)
+        if sum(w for _, w in vals) > 8 * 4096:
+            raise Unsupported(f"hash/checksum input over 4 KiB{_where(data)}")
         h = self.fresh("h")
         n = len(vals)
         self.line(f"u64 {h};")

@@ -36,3 +36,17 @@ def test_native_mode_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--native", "fast", "--no-p4"])
     assert exc.value.code == 2
     assert "--native" in capsys.readouterr().err
+
+
+def test_prebuild_command_says_which_programs_run_natively(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from switch.native.__main__ import main as prebuild
+
+    root = Path(__file__).resolve().parents[2]
+    fabric, union = root / "p4" / "fabric.p4", root / "tests" / "stf" / "header_union.p4"
+    assert prebuild([str(fabric), str(union)]) == 0
+    out = capsys.readouterr().out
+    assert f"{fabric}: native" in out
+    assert f"{union}: Python executor" in out and "header union" in out
+    assert prebuild(["--strict", str(union)]) == 1
