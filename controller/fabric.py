@@ -510,6 +510,10 @@ class FabricController:
                 except ControllerError:
                     tail = None
                 self.telemetry.add_digest(s.name, decoded, tail)
+                if self.config.telemetry_flush_s > 0:
+                    # each ingress pass reports one finished burst: ask for the next at once
+                    # rather than at the next flush round
+                    self._flush(s)
         except ControllerError as e:
             s.last_error = f"digest: {e}"
         finally:
@@ -518,14 +522,17 @@ class FabricController:
             except ControllerError:
                 pass
 
+    def _flush(self, s: SwitchSession) -> None:
+        if s.client.is_primary and s.schema is not None:
+            try:
+                s.packet_out(FLUSH_FRAME, egress_port=fp.DROP_PORT, routed=0)
+            except ControllerError:
+                pass
+
     def flush_reports(self) -> None:
         """One packet-out to the drop port of every switch: pending burst reports leave."""
         for s in list(self.sessions.values()):
-            if s.client.is_primary and s.schema is not None:
-                try:
-                    s.packet_out(FLUSH_FRAME, egress_port=fp.DROP_PORT, routed=0)
-                except ControllerError:
-                    pass
+            self._flush(s)
 
     def _flush_loop(self) -> None:
         while not self._flush_stop.wait(self.config.telemetry_flush_s):

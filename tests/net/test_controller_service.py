@@ -1,9 +1,10 @@
 """One controller service per fabric (issue 19): ``tf-topo up --detach`` (``make fabric-up``)
 leaves its controller running as the fabric's ``tf-ctl`` service; two ``tf-ctl telemetry watch``
 clients both see every burst of an incast sent from another client, within 1 s of its last
-datagram; ``results/telemetry.csv`` gets them; a standalone ``tf-ctl --direct`` says that it
+datagram; ``results/telemetry.csv`` gets them; so do the bursts of an incast the hosts send
+with no tf-ctl involved; a standalone ``tf-ctl --direct`` says that it
 takes the switches over, and the service takes them back after it; ``tf-topo down`` stops the
-service. Root, Mininet's ``mnexec``; the default fabric (8 switches, 4 hosts), ~15 s.
+service. Root, Mininet's ``mnexec``; the default fabric (8 switches, 4 hosts), 20-35 s.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from pathlib import Path
 import pytest
 
 from controller.client import find_server, send_command
+from controller.incast import plan_incast, run_incast
 from tests.netkit import NET_MARKS
 from topologies.emulation import cleanup
+from topologies.model import Fabric
 
 pytestmark = [
     *NET_MARKS,
@@ -135,6 +138,48 @@ def test_every_watch_sees_every_burst_of_an_incast_sent_elsewhere(fabric: Path) 
         rows = list(csv.DictReader(f))
     in_csv = {(r["switch"], int(r["port"]), int(r["start_us"]), int(r["end_us"])) for r in rows}
     assert set(incast) <= in_csv
+
+
+def test_bursts_of_traffic_no_tf_ctl_sent_reach_the_csv_and_a_watch(fabric: Path) -> None:
+    """Telemetry runs without any tf-ctl command: hosts send an incast on their own."""
+    results = str(fabric)
+    state = json.loads((fabric / "fabric" / "state.json").read_text())
+    pids = {h: int(v["pid"]) for h, v in state["hosts"].items()}
+    watch = Watch(
+        subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "--results", results]
+            + ["telemetry", "watch", "--for", str(WATCH_S), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    threading.Thread(target=watch.read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 15
+        while "1 watchers" not in send_command(["status"], results):
+            assert time.monotonic() < deadline, "the watch never subscribed"
+            time.sleep(0.1)
+        plan = plan_incast(Fabric.load(state["topology"]), "h1", 3, 200_000, plane=1)
+        t0 = time.monotonic()
+        sent = run_incast(plan, pids)
+        done = t0 + sent.duration_s
+        deadline = time.monotonic() + 5
+        while not watch.records:
+            assert time.monotonic() < deadline, "no burst reached the watch"
+            time.sleep(0.05)
+        time.sleep(BURST_DEADLINE_S)  # every burst of it by now
+    finally:
+        watch.proc.terminate()
+        watch.proc.wait(timeout=10)
+    assert all(r["switch"].startswith("p1") for _, r in watch.records)  # type: ignore[union-attr]
+    late = max(t for t, _ in watch.records) - done
+    assert late < BURST_DEADLINE_S, f"a burst reached the watch {late:.2f} s after sending"
+    with open(fabric / "telemetry.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    in_csv = {(r["switch"], int(r["port"]), int(r["start_us"]), int(r["end_us"])) for r in rows}
+    assert {_key(r) for _, r in watch.records} <= in_csv
+    print(f"{len(watch.records)} bursts of host traffic, the last {late * 1000:.0f} ms after it")
 
 
 def test_a_standalone_tf_ctl_says_it_takes_over_and_the_service_takes_back(
