@@ -78,7 +78,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_stf(args: argparse.Namespace) -> int:
     from switch.stf import main_stf
 
-    return main_stf(args.program, args.stf, args.include, args.verbose)
+    return main_stf(args.program, args.stf, args.include, args.verbose, args.load_modules)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("stf", help="test file in p4c's STF format")
     sp.add_argument("-v", "--verbose", action="store_true", help="print every command")
+    sp.add_argument(
+        "--load-modules",
+        action="append",
+        default=[],
+        metavar="MOD",
+        help="Python module (file or dotted name) registering the program's extern functions "
+        "(as BMv2's --load-modules; see switch/pipeline/extern_modules.py)",
+    )
     sp.set_defaults(func=cmd_stf)
     return p
 

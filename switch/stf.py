@@ -39,6 +39,7 @@ from typing import Protocol, TextIO
 
 from switch.errors import P4Error, Span, StfError
 from switch.pipeline.errors import StateError
+from switch.pipeline.extern_modules import load_extern_modules
 from switch.pipeline.state import SwitchState
 from switch.pipeline.tables import Table, TableEntry
 from switch.pipeline.v1model import V1Switch
@@ -989,8 +990,12 @@ def main_stf(
     stf_path: str,
     include_dirs: Sequence[str] = (),
     verbose: bool = False,
+    load_modules: Sequence[str] = (),
 ) -> int:
-    """``tf-p4 stf PROG.p4 TEST.stf``: compile, run the test, print the report; exit code."""
+    """``tf-p4 stf PROG.p4 TEST.stf``: compile, run the test, print the report; exit code.
+
+    ``load_modules`` are Python modules (paths or dotted names) that register the program's own
+    extern functions (switch/pipeline/extern_modules.py), as BMv2's ``--load-modules``."""
     try:
         text = Path(stf_path).read_text()
     except OSError as err:
@@ -1004,6 +1009,7 @@ def main_stf(
     from switch.compile import load_program  # the compiler is only needed past this point
 
     try:
+        load_extern_modules(load_modules)
         program = load_program(program_path, tuple(include_dirs))
         switch = V1Switch(program, seed=0)
     except P4Error as err:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from switch.pipeline import support
 from switch.pipeline.drops import DropCounters, DropReason
+from switch.pipeline.extern_modules import bind_extern_function
 from switch.pipeline.hashes import compute_hash, pack_bits, v1model_hash_result
 from switch.pipeline.state import SwitchState
 
@@ -218,6 +219,7 @@ class V1Switch:
             "_eq": support.eq,
             "_pack_bits": pack_bits,
             "_v1model_hash_result": v1model_hash_result,
+            "_bind_extern": bind_extern_function,  # user extern functions (--load-modules)
         }
         st = self.state
         for py, (kind, fq) in self.program.bindings.items():

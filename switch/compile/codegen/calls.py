@@ -342,10 +342,71 @@ def _extern_func(
 ) -> str | None:
     emit = gen.externs.functions.get(info.name)
     if emit is None:
-        raise UnsupportedError(
-            f"extern function '{info.name}' is not supported by this target", e.span
-        )
+        return _user_extern_func(gen, e, info, out, want_value)
     return _with_saved_lvalues(gen, info, lambda: emit(gen, e, info, out))
+
+
+def _scalar_spec(t: T.Type | None) -> tuple[str, int] | None:
+    """A scalar type as the extern-function registry describes it, or None."""
+    if isinstance(t, T.EnumT) and t.underlying is not None:
+        t = t.underlying
+    if isinstance(t, T.BitT):
+        return ("bit", t.width)
+    if isinstance(t, T.IntT):
+        return ("int", t.width)
+    if t is T.BOOL:
+        return ("bool", 1)
+    return None
+
+
+def _user_extern_func(
+    gen: CodeGen, e: ast.Call, info: CallInfo, out: Emitter, want_value: bool
+) -> str | None:
+    """A call of an extern function the program declares itself: it runs the Python
+    implementation a module loaded with --load-modules registers
+    (switch/pipeline/extern_modules.py), bound when the program is loaded into a switch."""
+    decl = info.decl
+    name = info.name
+    if not isinstance(decl, ast.ExternFuncDecl):
+        raise UnsupportedError(f"extern function '{name}' is not supported by this target", e.span)
+    if decl.type_params:
+        raise UnsupportedError(
+            f"extern function '{name}': generic user extern functions are not supported "
+            "(a Python implementation takes plain values)",
+            e.span,
+        )
+    params = []
+    for p, pt in zip(info.params, info.param_types):
+        spec = _scalar_spec(pt)
+        if spec is None:
+            raise UnsupportedError(
+                f"extern function '{name}': parameter '{p.name}' has type {pt}; only bit<W>, "
+                "int<W>, bool and serializable enum values can be passed to an implementation",
+                e.span,
+            )
+        params.append((p.name, p.direction or "in", spec))
+    ret_spec = None
+    if e.type is not T.VOID and e.type is not None:
+        ret_spec = _scalar_spec(e.type)
+        if ret_spec is None:
+            raise UnsupportedError(
+                f"extern function '{name}' returns {e.type}; only bit<W>, int<W>, bool and "
+                "serializable enum results can come from an implementation",
+                e.span,
+            )
+    fname = gen.user_extern(name, params, ret_spec, decl.span)
+    args, outs = bind_args(gen, info, frozenset(), e.args)
+    call = f"{fname}({', '.join(args)})"
+    has_outs = any(d in ("out", "inout") for _n, d, _t in params)
+    if not has_outs:
+        if ret_spec is not None and want_value:
+            return call
+        out.line(call)
+        return None
+    base = 1 if ret_spec is not None else 0
+    r = gen.tmp("r")
+    invoke(gen, call, outs, lambda o: f"{r}[{base + o.slot}]", r, False, out)
+    return f"{r}[0]" if ret_spec is not None else None
 
 
 def _extern_method(

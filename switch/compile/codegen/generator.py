@@ -34,7 +34,7 @@ from switch.compile.codegen.expressions import EXPRESSIONS
 from switch.compile.codegen.places import PLACES, Place
 from switch.compile.codegen.statements import STATEMENTS
 from switch.compile.elaborate import BlockInst, Elaborated, ExternInst, TableInst
-from switch.errors import TypeError_, UnsupportedError
+from switch.errors import Span, TypeError_, UnsupportedError
 from switch.lang import ast, constfold
 from switch.lang import types as T
 from switch.lang.symbols import CallInfo, Sym
@@ -75,6 +75,7 @@ class CodeGen:
         self.generated_functions: set[int] = set()
         self.callable_names: dict[int, str] = {}  # id(decl) -> its top-level Python name
         self.old_field_lists: list[tuple[list[str], list[str]]] = []  # (save, load) paths
+        self.user_externs: dict[str, str] = {}  # user extern function -> its binding's line
         ing = elab.blocks["ingress"].decl
         # the types H, M of V1Switch<H, M> and standard_metadata_t
         self.hdr_type = _param_type(ing.params[0])
@@ -96,6 +97,23 @@ class CodeGen:
             name = f"{prefix}__{decl.name}_{len(self.callable_names)}"
             self.callable_names[id(decl)] = name
         return name
+
+    def user_extern(
+        self,
+        name: str,
+        params: list[tuple[str, str, tuple[str, int]]],
+        result: tuple[str, int] | None,
+        span: Span | None,
+    ) -> str:
+        """The Python name of a user-declared extern function: bound, when the module runs, to
+        the implementation a loaded module registered (switch/pipeline/extern_modules.py)."""
+        py = f"X__{name}"
+        if name not in self.user_externs:
+            where = (span.file, span.line, span.col, span.text) if span else ("", 0, 0, "")
+            self.user_externs[name] = (
+                f"{py} = _bind_extern({name!r}, {tuple(params)!r}, {result!r}, {where!r})"
+            )
+        return py
 
     def err_code(self, name: str) -> int:
         return self.errors.get(name, 0)
@@ -259,6 +277,7 @@ class CodeGen:
             "_from_bytes = int.from_bytes",
             "def _noop(*_args):\n    pass\n",
         ]
+        out.extend(self.user_externs.values())
         out.extend(self.class_defs)
         out.extend(self.function_defs)
         out.extend(self.dispatch_defs)
