@@ -42,6 +42,7 @@ from switch.errors import P4Error
 from switch.native import NativeUnavailable, native_reason
 from switch.native import set_default_mode as set_native_mode
 from switch.pipeline.drops import DropReason
+from switch.pipeline.extern_modules import load_extern_modules
 
 if TYPE_CHECKING:
     from switch.device.control import RuntimeCliServer
@@ -163,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="run programs as generated C (switch.native): auto uses it when the program "
         "is supported and a C compiler works, else Python with a warning; on fails with the "
         "reason instead; off always uses the Python executor (default auto)",
+    )
+    ap.add_argument(
+        "--load-modules",
+        action="append",
+        default=[],
+        metavar="MOD",
+        help="Python module (file or dotted name) registering the program's own extern "
+        "functions, as BMv2's --load-modules (see switch/pipeline/extern_modules.py)",
     )
     ap.add_argument("--nanolog", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--notifications-addr", default=None, help=argparse.SUPPRESS)
@@ -431,6 +440,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     set_native_mode(args.native)
+    try:
+        load_extern_modules(args.load_modules)
+    except P4Error as e:
+        print(f"tf-switch: error: {e.message}", file=sys.stderr)
+        return 1
     daemon = SwitchDaemon(args)
     done = threading.Event()
 
