@@ -113,7 +113,7 @@ def _scalar_width(t: T.Type | None, what: str = "value") -> int:
             raise Unsupported(f"signed enum {t.name}")
         w = target_width(t)
     elif isinstance(t, T.IntT):
-        raise Unsupported(f"signed {what} of type {t}")
+        w = t.width  # kept as its two's complement bit pattern
     else:
         raise Unsupported(f"{what} of type {t}")
     if w > 128:
@@ -372,11 +372,9 @@ class CGen:
 
     def x_IntLit(self, e: ast.IntLit) -> str:
         t = e.type
-        if isinstance(t, T.IntT):
-            raise Unsupported(f"signed literal{_where(e)}")
         v = e.value
-        if isinstance(t, T.BitT):
-            v &= (1 << t.width) - 1
+        if isinstance(t, (T.BitT, T.IntT)):
+            v &= (1 << t.width) - 1  # int<W>: the two's complement pattern
         return _lit(v)
 
     def x_BoolLit(self, e: ast.BoolLit) -> str:
@@ -392,9 +390,7 @@ class CGen:
                 return _lit(int(v))
             if isinstance(v, int):
                 t = e.type
-                if isinstance(t, T.IntT):
-                    raise Unsupported(f"signed constant '{e.name}'{_where(e)}")
-                if isinstance(t, T.BitT):
+                if isinstance(t, (T.BitT, T.IntT)):
                     v &= (1 << t.width) - 1
                 return _lit(v)
             raise Unsupported(f"constant '{e.name}' of type {e.type}{_where(e)}")
@@ -458,8 +454,9 @@ class CGen:
         lt, rt, t = e.left.type, e.right.type, e.type
         if isinstance(lt, (T.StructLikeT, T.StackT, T.TupleT)):
             raise Unsupported(f"'{op}' of composite values{_where(e)}")
-        if isinstance(lt, T.IntT) or isinstance(rt, T.IntT) or isinstance(t, T.IntT):
-            raise Unsupported(f"signed arithmetic{_where(e)}")
+        signed = next((x for x in (lt, rt, t) if isinstance(x, T.IntT)), None)
+        if signed is not None:
+            return self._signed_binary(e, signed.width)
         a = self.expr(e.left)
         b = self.expr(e.right)
         if op in ("&&", "||"):
@@ -499,18 +496,59 @@ class CGen:
             return f"modz({a}, {b})"
         raise Unsupported(f"operator {op}{_where(e)}")
 
+    def _operand(self, x: ast.Expr, w: int) -> str:
+        """An operand of a signed operation as a ``w``-bit pattern (constants folded)."""
+        if x.type is T.INFINT:
+            v = constfold.fold(x)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return _lit(v & ((1 << w) - 1))
+        return self.expr(x)
+
+    def _signed_binary(self, e: ast.Binary, w: int) -> str:
+        """int<W> operators on two's complement patterns (``sext`` for what needs the sign)."""
+        op = e.op
+        m = _mask(w)
+        if op == "++":
+            lt, rt = e.left.type, e.right.type
+            wa, wb = _scalar_width(lt), _scalar_width(rt)
+            return f"((({self.expr(e.left)} & {_mask(wa)}) << {wb}) | ({self.expr(e.right)} & {_mask(wb)}))"
+        a = self._operand(e.left, w)
+        if op in ("<<", ">>"):
+            wa = _scalar_width(e.left.type)
+            b = self.expr(e.right) if e.right.type is not T.INFINT else self._operand(e.right, 128)
+            if op == "<<":
+                return f"shl({a}, {b}, {wa})"
+            return f"((u128)sar(sext({a}, {wa}), {b}) & {_mask(wa)})"
+        b = self._operand(e.right, w)
+        if op in ("==", "!="):
+            return f"((u128)({a} {op} {b}))"
+        if op in ("<", ">", "<=", ">="):
+            return f"((u128)(sext({a}, {w}) {op} sext({b}, {w})))"
+        if op in ("+", "-", "*", "&", "|", "^"):
+            return f"(({a} {op} {b}) & {m})"
+        if op in ("|+|", "|-|"):
+            s = "+" if op == "|+|" else "-"
+            return f"((u128)sat_signed(sext({a}, {w}) {s} sext({b}, {w}), {w}) & {m})"
+        raise Unsupported(f"signed operator {op}{_where(e)}")
+
     def x_Mux(self, e: ast.Mux) -> str:
         return f"({self.expr(e.cond)} ? {self.expr(e.then)} : {self.expr(e.other)})"
 
     def x_Cast(self, e: ast.Cast) -> str:
         src, dst = e.expr.type, e.checked_type
+        if src is T.INFINT and isinstance(dst, (T.BitT, T.IntT)):
+            v0 = constfold.fold(e.expr)
+            if isinstance(v0, int) and not isinstance(v0, bool):
+                return _lit(v0 & ((1 << dst.width) - 1))
         v = self.expr(e.expr)
         if dst is T.BOOL:
             return v if src is T.BOOL else f"((u128)({v} != 0))"
         if src is T.BOOL:
             return v
         w = _scalar_width(dst, "cast")
-        if isinstance(src, T.BitT) and src.width <= w:
+        if isinstance(src, T.IntT) and src.width < w:
+            return f"((u128)sext({v}, {src.width}) & {_mask(w)})"  # sign extension
+        if isinstance(src, (T.BitT, T.IntT)) and src.width <= w:
             return v
         return f"({v} & {_mask(w)})"
 
@@ -959,6 +997,8 @@ class CGen:
             self.line(f"X->trunc = (u64){self.expr(self._arg(call, 0))};")
         elif name == "random":
             res = self._arg(call, 0)
+            if isinstance(res.type, T.IntT):
+                raise Unsupported(f"random of a signed value{_where(call)}")
             w = _scalar_width(res.type, "random result")
             if w > 64:
                 raise Unsupported(f"random of {w} bits{_where(call)}")
@@ -1006,6 +1046,8 @@ class CGen:
             self.line(f"  else {{ X->ext_err[{k}]++; X->stats[ST_EXT_ERRORS]++; }} }}")
         elif key in (("register", "read"), ("register", "write")):
             elem = inst.type.type_args.get("T")
+            if isinstance(elem, T.IntT):
+                raise Unsupported(f"register {inst.fqname} of signed values")
             w = _scalar_width(elem, "register element")
             if w > 64:
                 raise Unsupported(f"register {inst.fqname} of {w}-bit values")
@@ -1545,6 +1587,8 @@ class CGen:
             if isinstance(item, ast.Mask):
                 m = self.expr(item.mask)
                 conds.append(f"(({k} & {m}) == ({self.expr(item.value)} & {m}))")
+            elif isinstance(item, ast.Range) and isinstance(item.lo.type, T.IntT):
+                raise Unsupported(f"signed range keyset{_where(item)}")
             elif isinstance(item, ast.Range):
                 conds.append(f"({self.expr(item.lo)} <= {k} && {k} <= {self.expr(item.hi)})")
             elif (

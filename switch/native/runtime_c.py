@@ -92,6 +92,17 @@ static inline u128 divz(u128 a, u128 b) { return b ? a / b : 0; }
 static inline u128 modz(u128 a, u128 b) { return b ? a % b : 0; }
 static inline u128 sat_add(u128 a, u128 b, u128 m) { u128 s = a + b; return s > m ? m : s; }
 static inline u128 sat_sub(u128 a, u128 b) { return a > b ? a - b : 0; }
+typedef __int128 i128;
+/* int<w>: sign-extend a w-bit pattern; arithmetic shift; signed saturation */
+static inline i128 sext(u128 v, unsigned w) {
+    unsigned s = 128 - w;
+    return (i128)(v << s) >> s;
+}
+static inline i128 sar(i128 a, u128 b) { return b >= 127 ? (a < 0 ? -1 : 0) : a >> (unsigned)b; }
+static inline i128 sat_signed(i128 v, unsigned w) {
+    i128 hi = ((i128)1 << (w - 1)) - 1, lo = -((i128)1 << (w - 1));
+    return v > hi ? hi : v < lo ? lo : v;
+}
 
 /* -- hashes (BMv2's calculations: crc16 is CRC-16/ARC, crc32 the Ethernet CRC) ----------- */
 

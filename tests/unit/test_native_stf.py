@@ -24,6 +24,7 @@ P4_DIR = Path(__file__).resolve().parents[2] / "p4"
 CASES = sorted(STF_DIR.glob("*.stf"))
 
 MUST_RUN_NATIVELY = {
+    "arith_signed",
     "arith_unsigned",
     "checksum_payload",
     "drop",
