@@ -579,6 +579,9 @@ class Instantiation(Decl):
     # e.g. 'V1Switch(p(), ...) main;' or 'counter(1024, CounterType.packets) c;'
     ref: CallInfo | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
     inst_type: T.Type | None = field(default=None, kw_only=True, repr=False, metadata=FILLED_IN)
+    # the instance of a direct invocation C.apply(x) of a generic C without type arguments: they
+    # are inferred from the apply's arguments when that call is checked
+    infer_type_args: bool = field(default=False, kw_only=True, repr=False)
 
     @property
     def ctor(self) -> CallInfo:

@@ -3,7 +3,9 @@
 Direct type invocation (P4-16 spec, "Direct type invocation"): inside a control or parser,
 ``C.apply(args)`` where ``C`` names a control (or parser) type rather than an instance stands for
 a fresh instance ``C() c_inst;`` declared in the enclosing block and applied at that call. Each
-call site gets its own instance, named after the type (``C_0``, ``C_1``, ...).
+call site gets its own instance, named after the type (``C_0``, ``C_1``, ...). The type
+arguments of a generic ``C`` invoked without them come from the apply's arguments (the type
+checker infers them when it checks the call).
 """
 
 from __future__ import annotations
@@ -77,5 +79,9 @@ def instantiate_direct_calls(block: ast.ControlDecl | ast.ParserDecl, scope: Sco
                 continue
             inst = _fresh_name(invoked.name, scope, taken)
             typ = ast.NamedTypeRef(invoked.name, span=invoked.span)
-            block.locals.append(ast.Instantiation(inst, typ, [], span=invoked.span))
+            sym = scope.lookup(invoked.name)
+            generic = sym is not None and bool(getattr(sym.decl, "type_params", None))
+            block.locals.append(
+                ast.Instantiation(inst, typ, [], span=invoked.span, infer_type_args=generic)
+            )
             invoked.name = inst

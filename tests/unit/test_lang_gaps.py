@@ -173,8 +173,12 @@ def test_direct_invocation_of_a_generic_control() -> None:
     # C<A>.apply(...) makes one anonymous instance per call, like C.apply(...)
     prog = compile_source(_prog("G<bit<8>>.apply(h.h.a); G<bit<16>>.apply(h.h.b);"), "prog.p4")
     assert "G_0" in prog.source and "G_1" in prog.source
-    with pytest.raises(P4Error, match="cannot infer type argument"):
-        compile_source(_prog("G.apply(h.h.a);"), "prog.p4")
+    # without type arguments they come from the apply's arguments: one copy per type
+    prog = compile_source(_prog("G.apply(h.h.a); G.apply(h.h.b); G.apply(h.h.a);"), "prog.p4")
+    defs = [ln for ln in prog.source.splitlines() if ln.startswith("def C_I_G_")]
+    assert len(defs) == 3 and len({d.split("(")[1] for d in defs}) == 2, defs
+    with pytest.raises(P4Error, match="cannot infer type argument.*G<...>.apply"):
+        compile_source(_prog("G.apply(_);"), "prog.p4")
 
 
 def test_each_type_argument_list_gets_one_copy() -> None:

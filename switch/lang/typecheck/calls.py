@@ -271,7 +271,32 @@ def _block_apply(
     bt: T.BlockT = ft.decl
     member = _method_of(e)
     decl = bt.decl
-    info = bind_args(ck, decl, decl.params, e.args, scope, e, dict(bt.type_args), decl.type_params)
+    bindings = dict(bt.type_args)
+    info = bind_args(ck, decl, decl.params, e.args, scope, e, bindings, decl.type_params)
+    target = member.expr.ref if isinstance(member.expr, ast.Name) else None
+    if (
+        isinstance(target, Sym)
+        and isinstance(target.decl, ast.Instantiation)
+        and target.decl.infer_type_args
+        and target.decl.ref is None
+    ):
+        # C.apply(x) of a generic C: its instance is of C's copy for the type arguments the
+        # arguments give (P4-16 "Direct type invocation", type inference as for a call)
+        inst = target.decl
+        missing = [p for p in getattr(decl, "type_params", []) if p not in bindings]
+        if missing:
+            raise err(
+                f"cannot infer type argument(s) {', '.join(missing)} of '{decl.name}' from the "
+                f"arguments; write them explicitly: {decl.name}<...>.apply(...)",
+                e,
+            )
+        ctor = check_constructor_call(ck, T.BlockT(bt.kind, decl, bindings), [], scope, inst)
+        inst.ref = ctor
+        inst.inst_type = ctor.decl_type
+        target.type = ctor.decl_type
+        assert isinstance(ctor.decl_type, T.BlockT)
+        decl = ctor.decl_type.decl
+        info = bind_args(ck, decl, decl.params, e.args, scope, e, {}, [])
     info.kind = CallKind.BLOCK_APPLY
     info.name = decl.name
     info.target = member.expr

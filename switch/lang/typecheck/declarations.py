@@ -278,6 +278,11 @@ def _variable(ck: Checker, d: ast.VarDecl, scope: Scope, storage: str) -> None:
 
 
 def _instance(ck: Checker, d: ast.Instantiation, scope: Scope, storage: str) -> None:
+    if d.infer_type_args:
+        # C.apply(x) of a generic C: the instance's type is settled by that apply (calls.py)
+        t = ck.resolve_type(d.typ, scope)
+        ck.declare(scope, Sym(d.name, "instance", t, d, storage=storage, owner=scope.owner), d)
+        return
     t = check_instantiation(ck, d, scope)
     ck.declare(scope, Sym(d.name, "instance", t, d, storage=storage, owner=scope.owner), d)
 
