@@ -21,6 +21,7 @@ from switch.compile.codegen.places import Place, is_path, saved_object
 from switch.errors import UnsupportedError
 from switch.lang import ast
 from switch.lang import types as T
+from switch.lang.preprocess import SYSTEM_INCLUDE_DIR
 from switch.lang.symbols import CallInfo, StackProperty, Sym
 from switch.lang.types import CallKind
 
@@ -367,7 +368,8 @@ def _user_extern_func(
     (switch/pipeline/extern_modules.py), bound when the program is loaded into a switch."""
     decl = info.decl
     name = info.name
-    if not isinstance(decl, ast.ExternFuncDecl):
+    if not isinstance(decl, ast.ExternFuncDecl) or decl.span.file.startswith(SYSTEM_INCLUDE_DIR):
+        # the architecture's own (declared in core.p4/v1model.p4) that this target lacks
         raise UnsupportedError(f"extern function '{name}' is not supported by this target", e.span)
     if decl.type_params:
         raise UnsupportedError(
