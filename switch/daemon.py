@@ -26,23 +26,26 @@ core of its own).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import os
 import select
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
-from switch.native import NativeUnavailable, native_reason
+from switch.native import NativeUnavailable, make_switch, native_reason
 from switch.native import set_default_mode as set_native_mode
 from switch.pipeline.drops import DropReason
 from switch.pipeline.extern_modules import load_extern_modules
+from switch.pipeline.v1model import V1Switch
 
 if TYPE_CHECKING:
     from switch.device.control import RuntimeCliServer
@@ -160,10 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--native",
         choices=("auto", "on", "off"),
-        default="auto",
+        default=os.environ.get("TF_NATIVE", "auto"),
         help="run programs as generated C (switch.native): auto uses it when the program "
         "is supported and a C compiler works, else Python with a warning; on fails with the "
-        "reason instead; off always uses the Python executor (default auto)",
+        "reason instead; off always uses the Python executor (default $TF_NATIVE, else auto)",
     )
     ap.add_argument(
         "--load-modules",
@@ -216,6 +219,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args.ports = ports
     if not 0 <= args.coalesce_us <= 100_000 or not 0 <= args.busy_poll <= 10_000_000:
         raise UsageError("--coalesce-us must be 0..100000 and --busy-poll 0..10000000 (us)")
+    if args.native not in ("auto", "on", "off"):
+        raise UsageError(f"TF_NATIVE={args.native!r}: use auto, on or off")
     if not 16 <= args.rx_ring_frames <= 1 << 16:
         raise UsageError("--rx-ring-frames must be 16..65536")
     if not 0 <= args.queue_burst_us <= 1_000_000:
@@ -243,6 +248,9 @@ class SwitchDaemon:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        # The executor of every committed program: the generated C where --native allows
+        # (switch.native.make_switch), else the Python one.
+        executor: Callable[..., V1Switch] = functools.partial(make_switch, mode=args.native)
         self.device = Device(
             args.device_id,
             args.cpu_port,
@@ -250,6 +258,7 @@ class SwitchDaemon:
             queue_depth=args.queue_depth,
             seed=args.seed,
             queue_burst_us=args.queue_burst_us,
+            executor=executor,
         )
         self.stopping = threading.Event()
         self.ports: PortSet | None = None

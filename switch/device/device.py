@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from switch.compile import CompiledProgram
-from switch.device.tm import TrafficManager
+from switch.device.tm import PortQueue, TrafficManager
 from switch.errors import P4Error
 from switch.pipeline.drops import DropCell, DropCounters, DropReason, merge_cells
 from switch.pipeline.state import SwitchState
@@ -161,10 +161,14 @@ class Device:
         seed: int = 0,
         clock: Callable[[], int] | None = None,
         queue_burst_us: float = 0.0,
+        executor: Callable[..., V1Switch] = V1Switch,
     ) -> None:
         self.device_id = device_id
         self.cpu_port = cpu_port
         self.seed = seed
+        # What runs a committed program: called like V1Switch(program, seed=, clock=, drops=)
+        # (a native executor with the same interface can take its place).
+        self.executor = executor
         self.lock = threading.RLock()
         self.pipeline: Pipeline | None = None
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
@@ -211,7 +215,9 @@ class Device:
         """Make ``pipeline`` the running one; forwarding state starts empty unless kept."""
         with self.lock:
             old = self.switch
-            sw = V1Switch(pipeline.program, seed=self.seed, clock=self.now_us, drops=self.drops)
+            sw = self.executor(
+                pipeline.program, seed=self.seed, clock=self.now_us, drops=self.drops
+            )
             if keep_state and old is not None:
                 _carry_state(old.state, sw.state)
             if old is not None:
@@ -250,6 +256,9 @@ class Device:
         as ``internal_error`` at its port, and ``on_error`` (if given) is told; the rest of the
         batch goes on. Call with ``lock`` held.
         """
+        sw = self.switch
+        if sw is not None and len(frames) > 1 and self._whole_batch_ok(sw, frames):
+            return self._receive_whole_batch(sw, frames, on_error)
         n = 0
         receive = self.receive
         for port, data in frames:
@@ -260,6 +269,63 @@ class Device:
                 if on_error is not None:
                     on_error(port, exc)
         return n
+
+    def _whole_batch_ok(self, sw: V1Switch, frames: Sequence[tuple[int, bytes]]) -> bool:
+        """Whether a batch executor (``process_batch``, the native one) may run ``frames``
+        whole, ingress to egress, with no traffic manager between: nothing is queued, and every
+        port could send the whole batch now (an unlimited rate, or one whose next departure
+        plus the batch's transmission time stays within the burst allowance). That is what the
+        per-packet path would do too: every packet would cut through."""
+        if getattr(sw, "process_batch", None) is None or self._ready:
+            return False
+        tm = self.tm
+        if tm.backlog:
+            return False
+        rated = [pq for pq in tm.ports.values() if pq.rate_pps or pq.rate_bps]
+        if tm.default_rate_pps or tm.default_rate_bps:
+            rated.append(_default_queue(tm))
+        if not rated:
+            return True
+        if not tm.burst_us:
+            return False
+        now = self.now_us()
+        nbytes = sum(len(d) for _, d in frames) + 64 * len(frames)
+        for pq in rated:
+            cost = nbytes * 8e6 / pq.rate_bps if pq.rate_bps else len(frames) * 1e6 / pq.rate_pps
+            if max(pq.next_free_us, now) + cost > now + tm.burst_us:
+                return False
+        return True
+
+    def _receive_whole_batch(
+        self,
+        sw: V1Switch,
+        frames: Sequence[tuple[int, bytes]],
+        on_error: Callable[[int, BaseException], None] | None,
+    ) -> int:
+        """``frames`` through ``sw.process_batch``: outputs go out in order, each charged to its
+        port's rate and counted as enqueued and dequeued at once (queue telemetry 0)."""
+        self.counters.rx += len(frames)
+        try:
+            out: list[tuple[int, bytes]] = sw.process_batch(frames)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - the batch is lost, not the switch
+            for port, _data in frames:
+                self.drops.count(DropReason.INTERNAL_ERROR, port)
+            if on_error is not None:
+                on_error(frames[0][0], exc)
+            return 0
+        now = self.now_us()
+        tm = self.tm
+        ports = tm.ports
+        for port, data in out:
+            pq = ports.get(port) or tm.port(port)
+            pq.enqueued += 1
+            pq.dequeued += 1
+            if pq.rate_pps or pq.rate_bps:
+                tm.charge(pq, _Sized(len(data) + 64), now)
+        self._ready.extend(out)
+        if sw.state.digests and self.on_digest is not None:
+            self.on_digest()
+        return len(out)
 
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
         """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
@@ -292,10 +358,9 @@ class Device:
         tm = self.tm
         ts = now & 0xFFFFFFFF
         for job in jobs:
-            pq = tm.ports.get(job.port)
+            pq = tm.ports.get(job.port) or tm.port(job.port)
             if (
-                pq is not None
-                and job.priority < tm.nq
+                job.priority < tm.nq
                 and pq.depth[job.priority]  # a queue of depth 0 drops everything
                 and tm.may_send_now(pq, now)
             ):
@@ -400,6 +465,20 @@ class Device:
         if self._ready:
             return float(self.now_us())
         return self.tm.next_departure_us()
+
+
+class _Sized:
+    """What the traffic manager charges a rate for: a packet of ``nbytes``."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def _default_queue(tm: TrafficManager) -> PortQueue:
+    """The queue a port not seen yet would get (its rate is the default one)."""
+    return PortQueue([], [], tm.default_rate_pps, tm.default_rate_bps)
 
 
 def _controller_header(program: CompiledProgram, name: str) -> ControllerHeaderSpec | None:
