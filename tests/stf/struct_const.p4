@@ -2,7 +2,7 @@
 // constant may be of any type with compile-time known values, here structure-valued and list
 // expressions): read field by field, folded into other constants, assigned whole (a struct, a
 // valid header that is then emitted), nested, in a tuple, a local constant, one using `...`;
-// using a constant never changes it.
+// using a constant never changes it; scalar elements of a tuple variable are assigned.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -51,6 +51,14 @@ control MyIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             hdr.p = CP;
             hdr.h.a = TP[0] + TP[1].k + LOCAL.k;      // 5 + 6 + 0x70
             hdr.h.b = (TP[1].on || !LOCAL.on) ? 16w1 : 16w0;
+        } else if (hdr.h.mode == 4) {
+            // a tuple variable initialised from a constant, its scalar element assigned
+            tuple<bit<8>, In> tv = TP;
+            tv[0] = tv[0] + 1;
+            tuple<bit<8>, In> tw = tv;
+            tw[0] = 0x40;
+            hdr.h.a = tv[0] + tw[0] + TP[0] + tw[1].k;   // 6 + 0x40 + 5 + 6
+            hdr.h.b = (bit<16>) tw[0];
         }
     }
 }

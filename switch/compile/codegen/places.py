@@ -48,9 +48,15 @@ class Place:
     bits: tuple[int, int] | None = None
     composite: bool = field(default=False)
     shift: str | None = None  # an indexed slice: ``bits`` is (width - 1, 0) moved up by this
+    tuple_index: int | None = None  # a scalar element of the tuple ``base``
 
     def write(self, value: str, out: Emitter) -> None:
         """Store the code ``value`` (evaluated once) into this place."""
+        if self.base is not None and self.tuple_index is not None:
+            # a Python tuple is immutable: the tuple is stored again with the element replaced
+            i, t = self.tuple_index, self.base.read
+            self.base.write(f"({t}[:{i}] + (({value}),) + {t}[{i + 1}:])", out)
+            return
         if self.base is not None and self.bits is not None:
             hi, lo = self.bits
             bt = self.base.type
@@ -125,6 +131,19 @@ def _member_place(gen: CodeGen, e: ast.Member) -> Place:
 
 
 def _element_place(gen: CodeGen, e: ast.Index) -> Place:
+    if isinstance(e.expr.type, T.TupleT):  # the index is a constant
+        i = gen.const_index(e.index)
+        assert i is not None
+        base = gen.g_place(e.expr)
+        if is_composite(e.type):
+            # tuples share their element objects when copied: changing one in place could
+            # change another tuple too
+            raise UnsupportedError(
+                "assigning to a header, struct or stack inside a tuple is not supported "
+                "(assign the whole tuple)",
+                e.span,
+            )
+        return Place(f"{base.read}[{i}]", e.type, base=base, tuple_index=i)
     return Place(saved_object(gen, e), e.type, composite=True)
 
 

@@ -34,8 +34,17 @@ def _member(e: ast.Member) -> None:
 
 
 def _element(e: ast.Index | ast.Slice | ast.IndexedSlice) -> None:
-    if isinstance(e, ast.Index) and isinstance(e.expr.type, T.TupleT):
-        raise err("an element of a tuple cannot be assigned (assign the whole tuple)", e)
+    if (
+        isinstance(e, ast.Index)
+        and isinstance(e.expr.type, T.TupleT)
+        and isinstance(e.type, (T.StructLikeT, T.StackT))
+    ):
+        # copies of a tuple share its composite elements: only scalar elements are assignable
+        raise err(
+            "changing a header, struct or stack inside a tuple is not supported "
+            "(assign the whole tuple)",
+            e,
+        )
     check_lvalue(e.expr)
 
 
