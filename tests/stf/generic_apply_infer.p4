@@ -1,7 +1,8 @@
 // Direct invocation of a generic control without type arguments, `Swap.apply(x, y)` (P4-16
 // 1.2.4 "Direct type invocation" with the type arguments inferred from the arguments, as for a
 // generic function call): one instance per call, for bit<8>, bit<16>, a header type (values
-// and validity move) and an apply-local variable; the generic body only moves values.
+// and validity move) and an apply-local variable, and of a generic sub-parser in a parser state
+// (for two header types); the generic bodies only move values.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -25,11 +26,15 @@ control Swap<T>(inout T left, inout T right) {
     }
 }
 
+parser Sub<H>(packet_in pkt, out H x) {
+    state start { pkt.extract(x); transition accept; }
+}
+
 parser MyParser(packet_in pkt, out headers_t hdr, inout meta_t meta,
                 inout standard_metadata_t sm) {
     state start {
-        pkt.extract(hdr.h);
-        pkt.extract(hdr.p);
+        Sub.apply(pkt, hdr.h);
+        Sub.apply(pkt, hdr.p);
         transition accept;
     }
 }
