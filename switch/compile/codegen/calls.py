@@ -281,7 +281,8 @@ def _direct_call(
     call = f"{fname}({', '.join(args)})"
     if not outs:
         if has_ret and want_value:
-            return call
+            # every out argument discarded (`_`): the callee still returns its scalar outs
+            return f"{call}[0]" if scalar_outs(info) else call
         out.line(call)
         return None
     # the callee returns (value, scalar outs...) when it has scalar outs, else its value
