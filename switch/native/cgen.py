@@ -152,6 +152,12 @@ class CGen:
         self.functions: dict[int, str] = {}
         self.nested: dict[int, str] = {}  # id(BlockInst) -> C function of a nested control
         self.hoist: ast.Expr | None = None  # a call that may run before the statement
+        # True while generating an expression with side effects (table applies, function
+        # calls): every operand is then computed into a temporary, in P4's left-to-right order
+        self.seq = False
+        # id(node) -> C value of an l-value already evaluated: a compound assignment
+        # `a op= b` is parsed as `a = a op b` sharing the node `a`, evaluated only once
+        self.memo: dict[int, str] = {}
         self.action_exits: dict[int, bool] = {}
         self.inst: BlockInst | None = None
         self.fn = _Fn("control")
@@ -363,12 +369,63 @@ class CGen:
         return f"{st}.s[{st}.next]"
 
     def expr(self, e: ast.Expr) -> str:
-        """A scalar expression as C (a u128 value within the expression's width)."""
+        """A scalar expression as C (a u128 value within the expression's width).
+
+        C leaves the order of operands unspecified (and ``&&``/``||``/``?:`` would run a later
+        table apply after an ``exit``); P4 evaluates left to right. So an expression with side
+        effects is generated in sequenced mode: the lines emitted before the statement compute
+        every operand into a temporary, in P4's order, check the exit flag after each table
+        apply that may exit, and lower short-circuit operators to ``if`` blocks; the C
+        expression returned then only combines temporaries and constants."""
         rule = getattr(self, "x_" + type(e).__name__, None)
         if rule is None:
             raise Unsupported(f"expression {type(e).__name__}{_where(e)}")
-        code: str = rule(e)
+        if id(e) in self.memo:
+            return self.spill(self.memo[id(e)])
+        if self.seq or not _has_effects(e):
+            code: str = rule(e)
+            return code
+        self.seq = True
+        try:
+            code = rule(e)
+        finally:
+            self.seq = False
         return code
+
+    def spill(self, code: str, ctype: str = "u128") -> str:
+        """In sequenced mode, ``code`` computed now into a temporary (else ``code`` itself)."""
+        if not self.seq:
+            return code
+        t = self.fresh("e")
+        self.line(f"{ctype} {t} = {code};")
+        return t
+
+    def captured(self, e: ast.Expr) -> tuple[str, list[str]]:
+        """``expr(e)`` and the lines it emitted (not added to the current function)."""
+        saved = (self.out, self.ind)
+        self.out, self.ind = [], 0
+        try:
+            code = self.expr(e)
+            return code, self.out
+        finally:
+            self.out, self.ind = saved
+
+    def _lowered(self, first: str, test: str, rest: list[ast.Expr]) -> str:
+        """``r = first; if (test(r)) { r = rest... }``: the later operands only evaluated when
+        their turn comes (``&&``, ``||`` and ``?:`` whose later operands have effects)."""
+        r = self.fresh("e")
+        self.line(f"u128 {r} = {first};")
+        self.line(f"if ({test.format(r)}) {{")
+        self.ind += 1
+        self.line(f"{r} = {self.expr(rest[0])};")
+        self.ind -= 1
+        if len(rest) > 1:
+            self.line("} else {")
+            self.ind += 1
+            self.line(f"{r} = {self.expr(rest[1])};")
+            self.ind -= 1
+        self.line("}")
+        return r
 
     def x_IntLit(self, e: ast.IntLit) -> str:
         t = e.type
@@ -396,7 +453,7 @@ class CGen:
             raise Unsupported(f"constant '{e.name}' of type {e.type}{_where(e)}")
         if sym.kind in ("var", "param"):
             _scalar_width(e.type, f"'{e.name}'")
-            return f"((u128){self.var(sym, e)})"
+            return self.spill(f"((u128){self.var(sym, e)})")
         raise Unsupported(f"'{e.name}' as a value{_where(e)}")
 
     def x_Member(self, e: ast.Member) -> str:
@@ -408,23 +465,25 @@ class CGen:
         if isinstance(ref, StackProperty):
             base = self.lv(e.expr)
             if ref.name == "nextIndex":
-                return f"((u128){base}.next)"
+                return self.spill(f"((u128){base}.next)")
             if ref.name == "lastIndex":
-                return f"((u128)(uint32_t)({base}.next - 1))"
+                return self.spill(f"((u128)(uint32_t)({base}.next - 1))")
             raise Unsupported(f"stack property '{ref.name}' in an expression{_where(e)}")
         if ref is not None:
             raise Unsupported(f"member '{e.name}'{_where(e)}")
         if isinstance(e.expr.type, T.ApplyResultT):
             call = e.expr
             assert isinstance(call, ast.Call)
-            r = self.table_call(call)
+            r = self.spill(self.table_call(call), "int")
+            if self.seq:
+                self.exit_check(call)
             if e.name == "hit":
                 return f"((u128)(({r} >> 16) & 1))"
             if e.name == "miss":
                 return f"((u128)!(({r} >> 16) & 1))"
             raise Unsupported(f"'{e.name}' of a table result{_where(e)}")
         _scalar_width(e.type, f"field '{e.name}'")
-        return f"((u128){self.lv(e.expr)}.f_{e.name})"
+        return self.spill(f"((u128){self.lv(e.expr)}.f_{e.name})")
 
     def x_Index(self, e: ast.Index) -> str:
         raise Unsupported(f"a header stack element as a value{_where(e)}")
@@ -458,6 +517,8 @@ class CGen:
         if signed is not None:
             return self._signed_binary(e, signed.width)
         a = self.expr(e.left)
+        if op in ("&&", "||") and self.seq and _has_effects(e.right):
+            return self._lowered(f"((u128)({a} != 0))", "{}" if op == "&&" else "!{}", [e.right])
         b = self.expr(e.right)
         if op in ("&&", "||"):
             return f"((u128)({a} {op} {b}))"
@@ -532,7 +593,10 @@ class CGen:
         raise Unsupported(f"signed operator {op}{_where(e)}")
 
     def x_Mux(self, e: ast.Mux) -> str:
-        return f"({self.expr(e.cond)} ? {self.expr(e.then)} : {self.expr(e.other)})"
+        c = self.expr(e.cond)
+        if self.seq and (_has_effects(e.then) or _has_effects(e.other)):
+            return self._lowered(c, "{}", [e.then, e.other])
+        return f"({c} ? {self.expr(e.then)} : {self.expr(e.other)})"
 
     def x_Cast(self, e: ast.Cast) -> str:
         src, dst = e.expr.type, e.checked_type
@@ -557,9 +621,12 @@ class CGen:
         if info is not None and info.kind == T.CallKind.HEADER_METHOD and info.name == "isValid":
             target = info.target
             if isinstance(target.type, T.StructLikeT) and target.type.kind == "header":
-                return f"((u128){self.lv(target)}.valid)"
+                return self.spill(f"((u128){self.lv(target)}.valid)")
         if info is not None and info.kind == T.CallKind.TABLE_APPLY:
-            return self.table_call(e)
+            r = self.spill(self.table_call(e), "int")
+            if self.seq:
+                self.exit_check(e)
+            return r
         if info is not None and info.kind == T.CallKind.FUNCTION:
             return self.function_value(e)
         if (
@@ -696,8 +763,12 @@ class CGen:
             m = (1 << (int(hi) - int(lo) + 1)) - 1
             v = self.fresh("v")
             self.hoist = s.rhs
-            value = self.expr(s.rhs)
-            self.hoist = None
+            self.memo[id(s.lhs)] = f"((((u128){base}) >> {int(lo)}) & {_lit(m)})"
+            try:
+                value = self.expr(s.rhs)
+            finally:
+                self.hoist = None
+                del self.memo[id(s.lhs)]
             self.line(f"{{ u128 {v} = {value};")
             self.line(
                 f"  {base} = ((u128){base} & ~{_lit(m << int(lo))}) | (({v} & {_lit(m)}) << {lo}); }}"
@@ -711,8 +782,12 @@ class CGen:
             self.line(f"__typeof__({target}) *{q} = &({target});")
             target = f"(*{q})"
         self.hoist = s.rhs
-        value = self.expr(s.rhs)
-        self.hoist = None
+        self.memo[id(s.lhs)] = f"((u128){target})"
+        try:
+            value = self.expr(s.rhs)
+        finally:
+            self.hoist = None
+            del self.memo[id(s.lhs)]
         self.line(f"{target} = {value};")
         self.exit_check(s.rhs)
 
@@ -939,6 +1014,9 @@ class CGen:
         pre: list[str] = []
         post: list[str] = []
         values = []
+        # an argument with side effects: every argument is computed in order before the call
+        # (C's own order of arguments is unspecified), inout ones copied in at their turn
+        ordered = any(isinstance(a, ast.Expr) and _has_effects(a) for a in args)
         for p, a in zip(decl.params, args):
             pt = p.sym.type
             composite = isinstance(pt, (T.StructLikeT, T.StackT))
@@ -969,6 +1047,12 @@ class CGen:
                 values.append(f"&{t}")
             elif a is None:
                 raise Unsupported(f"missing action argument{_where(node)}")
+            elif ordered:
+                code, lines = self.captured(a)
+                t = self.fresh("t")
+                pre.extend(lines)
+                pre.append(f"u128 {t} = {code};")
+                values.append(t)
             else:
                 values.append(self.expr(a))
         call = f"{fn}({', '.join(['X', *values])});"
@@ -1396,8 +1480,8 @@ class CGen:
                 if a is None:
                     raise Unsupported(f"missing argument of '{info.name}'{_where(e)}")
                 args.append(self.expr(a))
-            return f"{fn}({', '.join(['X', *args])})"
-        if self.hoist is not e:
+            return self.spill(f"{fn}({', '.join(['X', *args])})")
+        if self.hoist is not e and not self.seq:
             raise Unsupported(f"function '{info.name}' with out/inout arguments in an expression")
         r = self.fresh("r")
         self.line(f"u128 {r};")
@@ -1418,8 +1502,10 @@ class CGen:
         kp = d.prop("key")
         keys: list[str] = []
         sels: list[str] = []
+        key_lines: list[str] = []  # what key expressions with calls compute first
         for k in kp.keys if kp is not None and kp.keys else []:
-            v = self.expr(k.expr)
+            v, lines = self.captured(k.expr)
+            key_lines.extend("    " + x for x in lines)
             (sels if k.match_kind == "selector" else keys).append(v)
         mkeys = spec.match_keys
         if len(mkeys) > 16 or len(sels) > 16:
@@ -1471,6 +1557,7 @@ class CGen:
         sinit = ", ".join(sels) if sels else "0"
         body = [
             f"static int T{idx}(tf_sw *X) {{",
+            *key_lines,
             f"    u128 key[{max(nk, 1)}] = {{{kinit}}};",
             f"    u128 sel[{max(ns, 1)}] = {{{sinit}}};",
             "    const u128 *a;",
@@ -1916,6 +2003,15 @@ def _is_lvalue_path(e: ast.Expr) -> bool:
             return False
         e = e.expr
     return isinstance(e, ast.Name) and isinstance(e.ref, Sym) and e.ref.kind in ("var", "param")
+
+
+def _has_effects(e: ast.Expr) -> bool:
+    """Whether evaluating ``e`` may change state (a table apply or a function call in it)."""
+    for n in _walk(e):
+        if isinstance(n, ast.Call) and n.ref is not None:
+            if n.ref.kind in (T.CallKind.TABLE_APPLY, T.CallKind.FUNCTION):
+                return True
+    return False
 
 
 def _walk(node: Any) -> Iterator[Any]:
