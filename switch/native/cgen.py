@@ -1400,6 +1400,14 @@ class CGen:
     # -- actions and tables ----------------------------------------------------------------
 
     def action(self, decl: ast.ActionDecl) -> str:
+        # generated apart from the expression that may have asked for it
+        seq, self.seq = self.seq, False
+        try:
+            return self._action(decl)
+        finally:
+            self.seq = seq
+
+    def _action(self, decl: ast.ActionDecl) -> str:
         key = (id(decl), self.inst.py if self.inst is not None else "")
         name = self.actions.get(key)
         if name is not None:
@@ -1432,6 +1440,14 @@ class CGen:
         return name
 
     def function(self, decl: ast.FunctionDecl) -> str:
+        # generated apart from the expression that may have asked for it
+        seq, self.seq = self.seq, False
+        try:
+            return self._function(decl)
+        finally:
+            self.seq = seq
+
+    def _function(self, decl: ast.FunctionDecl) -> str:
         name = self.functions.get(id(decl))
         if name is not None:
             return name
@@ -1490,6 +1506,14 @@ class CGen:
         return r
 
     def table(self, ti: TableInst) -> int:
+        # generated apart from the expression that may have asked for it
+        seq, self.seq = self.seq, False
+        try:
+            return self._table(ti)
+        finally:
+            self.seq = seq
+
+    def _table(self, ti: TableInst) -> int:
         if id(ti) in self.table_ids:
             return self.table_ids[id(ti)]
         spec = ti.spec
