@@ -158,14 +158,14 @@ class Register:
     def read(self, index: int) -> int:
         """Data plane: the value at ``index``; 0 when out of range."""
         if 0 <= index < self.size:
-            return self.values[index]
+            return self._values[index]  # not the property: this is per packet
         self.errors += 1
         return 0
 
     def write(self, index: int, value: int) -> None:
         """Data plane: store ``value`` wrapped to the width; ignored when out of range."""
         if 0 <= index < self.size:
-            self.values[index] = self.wrap(value)
+            self._values[index] = self.wrap(value)
         else:
             self.errors += 1
 
