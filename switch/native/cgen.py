@@ -817,6 +817,33 @@ class CGen:
             return
         raise Unsupported(f"composite value {type(rhs).__name__}{_where(node)}")
 
+    def _bind_out(
+        self,
+        direction: str,
+        a: ast.Expr | None,
+        ct: str,
+        t: str,
+        pre: list[str],
+        post: list[str],
+    ) -> str:
+        """An ``out``/``inout`` argument ``a`` through temporary ``t`` of C type ``ct``: its
+        address taken and the copy-in in ``pre``, the copy-back in ``post`` (``a`` None: a
+        don't-care, a zeroed scratch). The C argument (``&t``)."""
+        if a is None:
+            pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
+            return f"&{t}"
+        if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
+            raise Unsupported(f"{direction} argument {type(a).__name__}{_where(a)}")
+        self._check_lvalue(a)
+        q = self.fresh("q")
+        pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
+        if direction == "inout":
+            pre.append(f"{ct} {t} = *{q};")
+        else:
+            pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
+        post.append(f"*{q} = {t};")
+        return f"&{t}"
+
     def _check_lvalue(self, e: ast.Expr) -> None:
         if isinstance(e, ast.Member) and e.name == "mcast_grp" and e.expr.type is self.sm_type:
             raise Unsupported(f"multicast (standard_metadata.mcast_grp written){_where(e)}")
@@ -1024,21 +1051,7 @@ class CGen:
             if isinstance(a, str):
                 values.append(a)
             elif p.direction in ("out", "inout"):
-                t = self.fresh("t")
-                if a is None:
-                    pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
-                else:
-                    if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
-                        raise Unsupported(f"{p.direction} argument {type(a).__name__}{_where(a)}")
-                    self._check_lvalue(a)
-                    q = self.fresh("q")
-                    pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
-                    if p.direction == "inout":
-                        pre.append(f"{ct} {t} = *{q};")
-                    else:
-                        pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
-                    post.append(f"*{q} = {t};")
-                values.append(f"&{t}")
+                values.append(self._bind_out(p.direction, a, ct, self.fresh("t"), pre, post))
             elif composite:
                 if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
                     raise Unsupported(f"argument {type(a).__name__}{_where(node)}")
@@ -1737,20 +1750,7 @@ class CGen:
             t = self.fresh("t")
             ct = self.ctype(pt) if composite else "u128"
             if p.direction in ("out", "inout"):
-                if a is None:
-                    pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
-                else:
-                    if not isinstance(a, (ast.Name, ast.Member, ast.Index)):
-                        raise Unsupported(f"{p.direction} argument {type(a).__name__}{_where(a)}")
-                    self._check_lvalue(a)
-                    q = self.fresh("q")
-                    pre.append(f"__typeof__({self.lv(a)}) *{q} = &({self.lv(a)});")
-                    if p.direction == "inout":
-                        pre.append(f"{ct} {t} = *{q};")
-                    else:
-                        pre.append(f"{ct} {t}; memset(&{t}, 0, sizeof {t});")
-                    post.append(f"*{q} = {t};")
-                values.append(f"&{t}")
+                values.append(self._bind_out(p.direction, a, ct, t, pre, post))
             elif a is None:
                 raise Unsupported(f"missing argument of {child.path}{_where(call)}")
             elif composite:
