@@ -19,6 +19,7 @@ from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device
 from switch.p4info import P4InfoIndex, build_p4info
 from switch.p4rt import P4RuntimeServer
+from topologies.model import Fabric
 
 FULL_P4 = Path(__file__).resolve().parents[1] / "p4rt" / "p4rt_full.p4"
 CPU_PORT = 255
@@ -295,3 +296,16 @@ def packet(
         + bytes([opt, out])
         + payload
     )
+
+
+@contextlib.contextmanager
+def fabric_servers(fabric: Fabric) -> Iterator[dict[str, str]]:
+    """One in-process tf-switch P4Runtime server (no data path) per switch of ``fabric``:
+    switch name → its 127.0.0.1 address; all stopped on exit."""
+    with contextlib.ExitStack() as stack:
+        addresses = {}
+        for sw in fabric.switches:
+            server = P4RuntimeServer(Device(sw.device_id, cpu_port=CPU_PORT), "127.0.0.1:0")
+            stack.callback(server.start().stop)
+            addresses[sw.name] = f"127.0.0.1:{server.port}"
+        yield addresses

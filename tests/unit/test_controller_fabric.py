@@ -35,23 +35,12 @@ from controller.output import Format, Result, render
 from controller.server import ControlServer, RequestError, parse_request
 from controller.telemetry import BurstRecord
 from host.wire import DATA_HEADER_BYTES
-from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device
-from switch.p4info import p4info_text
 from switch.p4rt import P4RuntimeServer
 from tests.unit.p4rt_helpers import DataPath
 from topologies.model import Fabric, FabricSpec, build_fabric
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def pipeline_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("pipeline")
-    cfg = make_device_config(ROOT / "p4" / "fabric.p4")
-    (d / "fabric.tfp4.json").write_bytes(cfg)
-    (d / "fabric.p4info.txtpb").write_text(p4info_text(load_device_config(cfg).schema))
-    return d / "fabric.p4info.txtpb", d / "fabric.tfp4.json"
 
 
 @contextlib.contextmanager

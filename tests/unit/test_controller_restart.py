@@ -17,23 +17,12 @@ from controller import program as fp
 from controller.config import ControllerConfig
 from controller.fabric import FabricController
 from controller.routes import desired_entities
-from switch.compile.package import load_device_config, make_device_config
 from switch.device.device import Device
-from switch.p4info import p4info_text
 from switch.p4rt import P4RuntimeServer
 from topologies.model import FabricSpec, build_fabric
 
 ROOT = Path(__file__).resolve().parents[2]
 RESTARTED = "p0l0"
-
-
-@pytest.fixture(scope="module")
-def pipeline_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("pipeline")
-    cfg = make_device_config(ROOT / "p4" / "fabric.p4")
-    (d / "fabric.tfp4.json").write_bytes(cfg)
-    (d / "fabric.p4info.txtpb").write_text(p4info_text(load_device_config(cfg).schema))
-    return d / "fabric.p4info.txtpb", d / "fabric.tfp4.json"
 
 
 class Switches:
