@@ -466,6 +466,9 @@ def _member(
         status = "stopped"
     except (DecoupledError, TransportError, AgentError, OSError) as e:
         error = f"{type(e).__name__}: {e}"
+    state.flush()  # the background checkpoint write, before the process may exit
+    if state.writer is not None and state.writer.errors:
+        log.counts["checkpoint_write_errors"] += len(state.writer.errors)
     agent.write(
         MemberEnd(
             cmd.role,

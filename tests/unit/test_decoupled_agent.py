@@ -34,11 +34,12 @@ from host.decoupled_agent import (
 )
 from host.paths import MRC_UDP_PORT
 from host.train.cluster import EmuCluster
+from host.train.decoupled import member
 from host.train.decoupled.config import DecoupledConfig, ElasticConfig, SyncerConfig
 from host.train.decoupled.elastic import AttemptRecord, Commit, Reform, WorkerEval
 from host.train.decoupled.errors import CheckpointError
 from host.train.decoupled.learner import LearnerState, StepRecord
-from host.train.decoupled.member import read_checkpoint, write_checkpoint
+from host.train.decoupled.member import CheckpointWriter, read_checkpoint, write_checkpoint
 from host.train.decoupled.records import (
     RECORD_KINDS,
     HubSummary,
@@ -339,7 +340,8 @@ def test_a_checkpoint_file_restores_parameters_optimizer_and_counters(
         a.inner_step()
         a.step += 1
     a.steps_since, a.tokens_since, a.versions = [3, 1], [48, 16], [2, 5]
-    a.save()
+    a.save()  # written in the background
+    assert a.flush() and a.writer is not None and a.writer.written == 1
     b = LearnerState(CFG, 0, path)  # a new process: nothing in memory
     b.restore()
     assert (b.step, b.steps_since, b.tokens_since, b.versions) == (3, [3, 1], [48, 16], [2, 5])
@@ -348,6 +350,30 @@ def test_a_checkpoint_file_restores_parameters_optimizer_and_counters(
         assert int(b.opt.state[p]["step"]) == 3
     vec, counters = read_checkpoint(path)
     assert vec.dtype == np.float32 and counters["versions"] == (2, 5)
+
+
+def test_checkpoints_are_written_in_the_background_newest_first(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "ckpt.npz"
+    writer = CheckpointWriter(path)
+    gate = threading.Event()
+    real = member.write_checkpoint
+
+    def slow_write(*args: Any) -> None:
+        gate.wait(5)  # a disk that holds the first write
+        real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(member, "write_checkpoint", slow_write)
+        t0 = time.monotonic()
+        for step in range(1, 5):
+            writer.submit(np.full(3, step, np.float32), {"step": (step,)})
+        assert time.monotonic() - t0 < 0.5  # nobody waited for the disk
+        assert not writer.flush(0.05)
+        gate.set()
+        assert writer.flush(5)
+    vec, counters = read_checkpoint(path)
+    assert counters["step"] == (4,) and vec.tolist() == [4, 4, 4]
+    assert writer.written <= 2  # the first (held) write, then only the newest
 
 
 def test_an_unreadable_or_foreign_checkpoint_is_refused(tmp_path: pathlib.Path) -> None:
