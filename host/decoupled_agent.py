@@ -28,8 +28,10 @@ unpickled or evaluated:
     restarted member (it restores its checkpoint and catches up);
   - ``{"cmd": "slow", "factor": F}``: every step takes F times as long from now on (1: as
     usual);
-  - ``{"cmd": "stop"}``: the end of the job: a member stops at its next step boundary (as
-    the emulator's slots are stopped), a hub merges what it holds, evaluates and writes;
+  - ``{"cmd": "stop"}``: the end of the job (as the emulator's slots are stopped): a
+    running learner ends its step and hands its unreported steps over (final reports), any
+    other member stops at its next step boundary; a syncer merges until its live learners
+    have left (at most ``drain_s``), a hub merges what it holds, evaluates and writes;
   - ``{"cmd": "quit"}`` or stdin closed: stop whatever runs, then exit.
 
 * stdout, events: ``ready`` (once), ``started`` (the role's endpoint is open), ``progress``
@@ -365,8 +367,8 @@ class Agent:
     def _stop(self) -> None:
         self.stopping.set()
         life = self.life
-        if life is not None:
-            life.kill("stopped at the end of the job")
+        if life is not None:  # a learner hands its last steps over; the others die
+            life.finish("stopped at the end of the job")
 
     def _stop_command(self, msg: Mapping[str, Any]) -> bool:
         self._stop()
@@ -454,7 +456,7 @@ def _member(
                         timeout_s=setup_timeout_s,
                         restore=attempt == 0,
                     )
-                    status = "finished"
+                    status = "stopped" if life.finishing else "finished"
                     break
                 except LinkError as e:
                     if attempt == RECONNECTS:

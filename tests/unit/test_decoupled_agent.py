@@ -163,12 +163,11 @@ def test_a_syncer_and_learners_train_write_their_records_and_stop(tmp_path: path
         n = len(a[MEMBERS[0]].out.of("progress"))
         a[MEMBERS[0]].send(cmd="slow", factor=3.0)
         a[MEMBERS[0]].wait("progress", n + 2)
-        for s in MEMBERS:
+        for s in [*MEMBERS, HUB]:  # all at once, as the experiment's driver does
             a[s].send(cmd="stop")
         for s in MEMBERS:
             (ev,) = a[s].wait("finished")
             assert (ev["role"], ev["status"], ev["error"]) == ("learner", "stopped", "")
-        a[HUB].send(cmd="stop")
         (ev,) = a[HUB].wait("finished")
         assert ev["status"] == "finished"
     recs = read_records(*sorted((tmp_path / "job1").glob("*.jsonl")))
@@ -182,7 +181,10 @@ def test_a_syncer_and_learners_train_write_their_records_and_stop(tmp_path: path
     assert recs.of(EvalPoint)[-1].val_loss < recs.of(EvalPoint)[0].val_loss
     ends = recs.of(MemberEnd)
     assert sorted((e.rank, e.status) for e in ends) == [(0, "stopped"), (1, "stopped")]
-    assert all(e.counts["reports_sent"] > 0 for e in ends)
+    assert all(e.counts["reports_sent"] > 0 and e.counts["final_reports"] > 0 for e in ends)
+    for r in (0, 1):  # the syncer drained: every learner's last step is in the global model
+        last = max(s.step for s in steps if s.learner == r)
+        assert max(x.step for m in merges for x in m.included if x.learner == r) == last
     # the slowed learner stepped slower after the command
     mine = [s for s in steps if s.learner == 0]
     assert mine[-1].end_at_s - mine[-1].start_at_s > 2.5 * CFG.min_step_s

@@ -95,6 +95,34 @@ def test_merged_fragments_are_applied_tau_steps_after_they_were_sent() -> None:
     assert res.evals[-1].val_loss < initial
 
 
+def test_a_job_cut_by_its_wall_time_hands_every_learners_last_steps_to_the_global_model() -> None:
+    cfg = DecoupledConfig(
+        task="digits-mlp",
+        learners=2,
+        fragments=4,
+        sync_every_steps=8,
+        overlap_steps=1,
+        steps=10_000,  # the wall time ends the job, mid-schedule
+        min_step_s=0.02,
+        max_wall_s=1.2,
+        syncer=SyncerConfig(grace=NO_GRACE),
+    )
+    res = run_decoupled(cfg)
+    last_merged = {
+        x.learner: max(y.step for m in res.merges for y in m.included if y.learner == x.learner)
+        for m in res.merges
+        for x in m.included
+    }
+    for learner in (0, 1):
+        steps = [s.step for s in res.steps if s.learner == learner]
+        assert 8 < steps[-1] < 10_000
+        # its last steps were reported as it stopped, and merged before the syncer stopped
+        assert last_merged[learner] == steps[-1]
+    assert res.counts["final_reports"] >= 2 and res.summary.useful_steps == res.summary.steps
+    assert [(e.learner, e.what) for e in res.liveness].count((0, "left")) == 1
+    assert our_threads() == []
+
+
 @pytest.fixture(scope="module")
 def chaos_run() -> tuple[Schedule, DecoupledResult]:
     sched = schedule(

@@ -143,10 +143,15 @@ class SyncerConfig:
     its next report welcomes it back."""
     eval_every_merges: int = 8
     """Validation loss of the global model every this many merges (and at the end)."""
+    drain_s: float = 1.0
+    """At the end of the job the syncer keeps merging until every live learner has handed
+    over its last reports and left, at most this long (0: merge what it holds at once)."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "quorum", "eval_every_merges", "history_versions")
         _positive(self, "learner_timeout_s")
+        if not 0 <= self.drain_s < math.inf:
+            raise ConfigError(f"drain_s must be >= 0 and finite, got {self.drain_s}")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ Every H steps (by default) it checkpoints its parameters, optimizer state, step 
 A killed learner's next incarnation restores that checkpoint (stale parameters and optimizer
 state), sends PULL and overwrites every fragment with the syncer's current one (FRAGMENT
 replies; counters restart), then goes on. When its steps are done it waits for the merges
-still in flight, sends ABORT ("finished") and closes.
+still in flight, sends ABORT ("finished") and closes. When the job ends first
+(:meth:`~host.train.decoupled.process.Life.finish`), it ends its step, reports every fragment
+not in flight that has unreported steps (the syncer merges them before it stops: the final
+global model keeps the learner's last steps), sends ABORT and closes.
 
 Each step is recorded (:class:`StepRecord`): when it began and ended (the end includes the
 wait for due merges), its nominal time (compute padded to the emulated step time: the work
@@ -224,7 +227,7 @@ class LearnerRun:
         deadline = time.monotonic() + timeout_s
         while not done():
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self.life.finishing:
                 return False
             self.life.check()
             self._drain(min(POLL_S, left))
@@ -272,7 +275,8 @@ class LearnerRun:
                 self.life.restart_clock()  # a real stall: not caught up
                 if not got:
                     self.late.add(p)
-                    self.log.counts["merge_timeouts"] += 1
+                    if not self.life.finishing:
+                        self.log.counts["merge_timeouts"] += 1
             if p in self.arrived:
                 self._apply(p)
                 applied += 1
@@ -302,7 +306,8 @@ class LearnerRun:
             LinkError: the syncer went away.
         """
         s, cfg = self.state, self.cfg
-        while s.step < cfg.steps:
+        self.life.graceful = True
+        while s.step < cfg.steps and not self.life.finishing:
             self.life.gate()
             t0 = time.monotonic()
             loss, tokens = s.inner_step()
@@ -332,9 +337,25 @@ class LearnerRun:
             )
             if s.step % cfg.checkpoint_interval_steps == 0:
                 s.save()
-        self._absorb(final=True)
+        if self.life.finishing:
+            self._hand_over()
+        else:
+            self._absorb(final=True)
         self.link.send_bytes(MessageKind.ABORT, 0, b"finished")
         self.link.flush(self.cfg.merge_wait_s)
+
+    def _hand_over(self) -> None:
+        """The job ends: apply the merges that came, then report every fragment that is not
+        in flight and has steps the syncer has not seen, so that the global model keeps this
+        learner's last steps (the syncer merges them before it stops)."""
+        s = self.state
+        self._drain()
+        for p in sorted(self.arrived):
+            self._apply(p)
+        for p in range(self.cfg.fragments):
+            if p not in self.in_flight and s.steps_since[p] > 0:
+                self._report(p)
+                self.log.counts["final_reports"] += 1
 
 
 FILERS: dict[MessageKind, Callable[[LearnerRun, TensorMessage], None]] = {

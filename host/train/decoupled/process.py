@@ -9,6 +9,9 @@ chaos kills, restarts, pauses and slows them.
 * **pause**: the body stops at its next step boundary (:meth:`Life.gate`) until resumed, as
   under SIGSTOP; messages for it keep arriving (the socket buffers them).
 * **slow**: each step takes ``factor`` times as long (:meth:`Life.pace` sleeps the rest).
+* **finish** (the end of the job): a body that said it can hand its work over
+  (:attr:`Life.graceful`) ends its step, hands over and returns (:attr:`Life.finishing`);
+  any other body, and a paused one, is killed as before.
 
 :meth:`Life.pace` with ``catch_up_s`` > 0 is an emulated accelerator with a steady clock: step
 k ends at the previous step's end plus its nominal time, so a member that the host's
@@ -53,6 +56,9 @@ class Life:
         self._running.set()
         self._slow_factor = slow_factor
         self._step_end: float | None = None
+        self._finishing = threading.Event()
+        self.graceful = False
+        """The body hands its work over when the job ends (:meth:`finish`) instead of dying."""
         self.reason = ""
 
     @property
@@ -63,6 +69,18 @@ class Life:
         self.reason = self.reason or reason
         self._killed.set()
         self._running.set()  # a paused incarnation wakes up to die
+
+    def finish(self, reason: str) -> None:
+        """The job ends: a graceful running body finishes (:attr:`finishing`); a paused one,
+        or one that cannot hand over, is killed with ``reason``."""
+        if self.graceful and self._running.is_set():
+            self._finishing.set()
+        else:
+            self.kill(reason)
+
+    @property
+    def finishing(self) -> bool:
+        return self._finishing.is_set()
 
     def pause(self) -> None:
         self._running.clear()
@@ -225,8 +243,20 @@ class Slot:
     def set_slow(self, factor: float) -> None:
         self.slow_factor = factor
 
+    def finish(self) -> None:
+        """End of the job, first half: tell the running incarnation to finish (or kill it,
+        :meth:`Life.finish`) without waiting; :meth:`stop` waits."""
+        with self._lock:
+            life, thread = self.life, self.thread
+        if life is not None and thread is not None and thread.is_alive():
+            life.finish("stopped at the end of the job")
+
     def stop(self) -> None:
-        """End of the job: kill whatever runs and close the open intervals."""
+        """End of the job: a finishing incarnation gets ``JOIN_S`` to hand over, whatever
+        still runs is killed; the open intervals are closed."""
+        t = self.thread
+        if t is not None and self.life is not None and self.life.finishing:
+            t.join(JOIN_S)
         self.kill("stopped at the end of the job", down=False)
         with self._lock:
             now = time.monotonic()

@@ -119,6 +119,8 @@ class _Harness:
         finally:
             self.done.set()
             chaos.join(JOIN_S)
+            for s in self.slots:  # all at once, as the fabric's agents get "stop"
+                s.finish()
             for s in self.slots:
                 s.stop()
             for what, plane, spine in sorted(self._failed):

@@ -496,15 +496,20 @@ class Syncer:
             self._next_eval = len(core.merges) + core.cfg.syncer.eval_every_merges
 
     def run(self, stop: threading.Event) -> None:
-        """Serve until ``stop`` is set and the inbox is empty, then merge what is left."""
+        """Serve until ``stop`` is set, then on until every live learner has left (handing
+        over its last reports) or ``drain_s`` passed and the inbox is empty; then merge what
+        is left."""
         core = self.core
+        drain_until: float | None = None
         while True:
+            if drain_until is None and stop.is_set():
+                drain_until = time.monotonic() + core.cfg.syncer.drain_s
             wait = min(POLL_S, max(0.0, core.next_deadline() - self._clock()))
             try:
                 inbound: Inbound | None = self.hub.inbox.get(timeout=wait)
             except queue.Empty:
                 inbound = None
-                if stop.is_set():
+                if drain_until is not None and (not core.live() or time.monotonic() >= drain_until):
                     break
             self._step(inbound)
         self._send(core.flush(self._clock()))
