@@ -107,6 +107,7 @@ from host.train.decoupled.records import HubSummary, MemberEnd, json_number, rec
 from host.train.decoupled.syncer import Syncer, SyncerCore
 from host.train.diloco.errors import ConfigError
 from host.train.diloco.task import bind
+from host.train.job import TASK_NAMES
 from host.train_agent import Console
 from topologies.model import Fabric
 
@@ -646,6 +647,16 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def warm_up() -> None:
+    """Bind every task once before saying ``ready``: the datasets' loaders and the optimizers'
+    lazy imports cost a fresh process ~5 s of CPU on its first role (measured on the 2-core
+    machine). Paid there, a replacement agent that is "ready" joined a job seconds late: every
+    learner waited for it at START, and a restarted learner's down time grew by those
+    seconds on the shared cores, beyond what the chaos schedule said."""
+    for task in TASK_NAMES:
+        LearnerState(DecoupledConfig(task=task, learners=1), 0)
+
+
 def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
@@ -659,6 +670,7 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
         console.emit("error", host=args.host, slot=args.slot, message=f"{type(e).__name__}: {e}")
         return 2
     torch.set_num_threads(1)  # the hosts share the machine's cores
+    warm_up()
     agent = Agent(
         fabric,
         me,
