@@ -1,24 +1,32 @@
 """``make bench-collectives``: all-reduce latency and bus bandwidth, ``tailfabric`` vs gloo,
-4 ranks on the default fabric, and the stall when a plane fails mid-stream.
+4 ranks on the default fabric, at one or more link rates, and the stall when a plane fails
+mid-stream.
 
-Brings up the default fabric (2 planes x 2 leaves x 2 spines, 4 hosts) at ``--link-mbps``
-unless one is running (:class:`experiments.fabric_job.FabricSession`), and launches the ranks
-with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
+For each rate of ``--link-mbps`` (a comma list: ``5,10,20``) it brings up the default fabric
+(2 planes x 2 leaves x 2 spines, 4 hosts) at that rate (:class:`experiments.fabric_job.
+FabricSession`; a fabric that is already up is used only if it runs at that rate), and launches
+the ranks with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
 
-* **sweep**: for each size (4 KiB ... 16 MiB of float32) a barrier, one warm-up (up to
-  1 MiB), then ``reps`` timed all-reduces (SUM), each after a barrier; rank 0 records each
-  one's latency. Bus bandwidth is
-  NCCL's: ``2 (n - 1) / n * bytes / latency``.
-* **failover**: a stream of ``--stream-kib`` all-reduces for ``--stream-s`` seconds; the
-  driver fails plane 0 (the plane gloo's TCP connections use: the hosts' plane-0 addresses)
-  through the controller ``--fail-after-s`` into the stream and restores it
-  ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the machine's
-  monotonic clock, shared by the hosts' namespaces), and ``stall_ms``: from the start of the
-  fail command to the end of the first all-reduce that completes after it.
+* **sweep**, ``--rounds`` times per backend, the backends interleaved (tailfabric, gloo,
+  tailfabric, ...: the machine's load drifts, and both see the same drift): for each size (4 KiB
+  ... 16 MiB of float32; at a rate, only the sizes whose all-reduce takes at most ``--max-s`` on
+  one plane, :func:`sizes_for`) a barrier, one warm-up (up to 1 MiB), then ``reps`` timed
+  all-reduces (SUM), each after a barrier; rank 0 records each one's latency. A run's figure is
+  the median of its reps; the CSV gives the mean, sd, min and max over runs. Bus bandwidth is
+  NCCL's: ``2 (n - 1) / n * bytes / latency``; ``ratio`` is tailfabric's over gloo's, per round
+  (the two runs next to each other), then averaged.
+* **failover** (per rate, unless ``--no-failover``): a stream of ``--stream-kib`` all-reduces
+  for ``--stream-s`` seconds; the driver fails plane 0 (the plane gloo's TCP connections use:
+  the hosts' plane-0 addresses) through the controller ``--fail-after-s`` into the stream and
+  restores it ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the
+  machine's monotonic clock, shared by the hosts' namespaces), and ``stall_ms``: from the start
+  of the fail command to the end of the first all-reduce that completes after it.
 
-Writes ``<out>`` (one row per backend and size, and one failover row per backend),
-``<out>_failover.csv`` (the stream's all-reduces) and ``<out>.png`` (drawn from the CSVs
-only). ``python -m experiments.bench_collectives rank ...`` is one rank (what tf-run starts).
+Writes ``<out>`` (one row per rate, backend and size, and one failover row per rate and
+backend), ``<out>_runs.csv`` (every run's median), ``<out>_failover.csv`` (the streams'
+all-reduces) and ``<out>.png`` (drawn from the CSVs only). ``--append`` keeps the rows of other
+rates already in those files (one rate per fabric bring-up, several invocations). ``python -m
+experiments.bench_collectives rank ...`` is one rank (what tf-run starts).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from datetime import timedelta
 from typing import Any
 
 from experiments.outputs import read_rows, save_png, write_csv
+from experiments.stats import summarize
 from experiments.tf_run import Launch, LaunchError, enter_command, exit_status, fabric_plan
 
 SIZES_BYTES = (4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
@@ -43,31 +52,66 @@ QUICK_SIZES_BYTES = (4 << 10, 64 << 10, 1 << 20)
 BACKENDS = ("tailfabric", "gloo")
 HOSTS = ("h1", "h2", "h3", "h4")
 FAIL_PLANE = 0
+TARGET_RATIO = 1.5
 COLUMNS = (
     "kind",
     "backend",
     "ranks",
     "link_mbps",
     "size_bytes",
+    "runs",
     "reps",
     "latency_ms",
-    "latency_min_ms",
+    "latency_sd_ms",
     "busbw_mbps",
+    "busbw_sd_mbps",
+    "busbw_min_mbps",
+    "busbw_max_mbps",
+    "ratio",
+    "ratio_sd",
+    "ratio_min",
+    "ratio_max",
     "stall_ms",
     "normal_ms",
     "down_s",
     "error",
 )
-STREAM_COLUMNS = ("backend", "index", "start_s", "end_s", "latency_ms")
+RUN_COLUMNS = (
+    "link_mbps",
+    "round",
+    "backend",
+    "size_bytes",
+    "reps",
+    "latency_ms",
+    "latency_min_ms",
+    "latency_max_ms",
+    "busbw_mbps",
+)
+STREAM_COLUMNS = ("link_mbps", "backend", "index", "start_s", "end_s", "latency_ms")
 
 
 def reps_for(size: int) -> int:
-    """Timed repetitions per size: fewer for the large ones (seconds each on slow links)."""
+    """Timed repetitions per size in one run: fewer for the large ones (seconds each)."""
     return 5 if size <= 256 << 10 else 3 if size <= 1 << 20 else 2
 
 
 def busbw_mbps(size: int, latency_s: float, ranks: int) -> float:
     return 2 * (ranks - 1) / ranks * size * 8 / latency_s / 1e6
+
+
+def sizes_for(sizes: Sequence[int], link_mbps: float, max_s: float) -> list[int]:
+    """The sizes whose all-reduce moves its bus bytes over one plane's link within ``max_s``
+    (slow rates leave out the largest: 16 MiB takes 40 s at 5 Mbit/s)."""
+    n = len(HOSTS)
+    return [s for s in sizes if 2 * (n - 1) / n * s * 8 / (link_mbps * 1e6) <= max_s]
+
+
+def parse_rates(text: str) -> list[float]:
+    """``5,10,20`` -> [5.0, 10.0, 20.0] (raises ValueError: not positive numbers)."""
+    rates = [float(x) for x in text.split(",") if x.strip()]
+    if not rates or not all(r > 0 and math.isfinite(r) for r in rates):
+        raise ValueError(text)
+    return rates
 
 
 # -- one rank --------------------------------------------------------------------------------
@@ -136,11 +180,12 @@ def rank_stream(backend: str, out: pathlib.Path, size: int, stream_s: float) -> 
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, state: Any) -> None:
+    def __init__(self, args: argparse.Namespace, state: Any, link_mbps: float) -> None:
         from topologies.model import Fabric
 
         self.args = args
         self.state = state
+        self.link_mbps = link_mbps
         self.fabric = Fabric.load(state.topology)
         self.work = pathlib.Path(args.results) / "bench_collectives"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -177,15 +222,16 @@ class Bench:
         status = exit_status(codes, launch.first_failure)
         return "" if status == 0 else f"{what}: ranks exited {codes} (see {self.log.name})"
 
-    def sweep(self, backend: str, sizes: Sequence[int]) -> list[dict[str, object]]:
+    def sweep(
+        self, backend: str, sizes: Sequence[int], round_no: int
+    ) -> tuple[list[dict[str, object]], str]:
+        """One run of every size: its per-size rows (the median of the reps), or an error."""
         out = self.work / f"sweep_{backend}.json"
         out.unlink(missing_ok=True)
         sizes_arg = ",".join(str(s) for s in sizes)
         err = self.finish(self.launch(["sweep", backend, str(out), sizes_arg]), "sweep")
-        base = {"kind": "sweep", "backend": backend, "ranks": len(HOSTS)}
-        base["link_mbps"] = self.args.link_mbps
         if err or not out.exists():
-            return [{**base, "error": err or "no result"}]
+            return [], err or "sweep: no result"
         doc = json.loads(out.read_text())
         rows: list[dict[str, object]] = []
         for r in doc["rows"]:
@@ -193,15 +239,18 @@ class Bench:
             med = statistics.median(lat)
             rows.append(
                 {
-                    **base,
-                    "size_bytes": r["size_bytes"],
+                    "link_mbps": self.link_mbps,
+                    "round": round_no,
+                    "backend": backend,
+                    "size_bytes": int(r["size_bytes"]),
                     "reps": len(lat),
                     "latency_ms": round(med * 1e3, 3),
                     "latency_min_ms": round(min(lat) * 1e3, 3),
+                    "latency_max_ms": round(max(lat) * 1e3, 3),
                     "busbw_mbps": round(busbw_mbps(int(r["size_bytes"]), med, len(HOSTS)), 3),
                 }
             )
-        return rows
+        return rows, ""
 
     def failover(self, backend: str) -> tuple[dict[str, object], list[dict[str, object]]]:
         from controller.errors import ControllerError
@@ -213,7 +262,7 @@ class Bench:
         out.unlink(missing_ok=True)
         started.unlink(missing_ok=True)
         row: dict[str, object] = {"kind": "failover", "backend": backend, "ranks": len(HOSTS)}
-        row.update(link_mbps=a.link_mbps, size_bytes=size, down_s=a.down_s)
+        row.update(link_mbps=self.link_mbps, size_bytes=size, down_s=a.down_s)
         t_fail = math.nan
         failed = ""
         launch = self.launch(["stream", backend, str(out), str(size), str(a.stream_s)])
@@ -238,8 +287,9 @@ class Bench:
             row["error"] = failed or err or "no result"
             return row, []
         times = [(float(s), float(e)) for s, e in json.loads(out.read_text())["times"]]
-        stream = [
+        stream: list[dict[str, object]] = [
             {
+                "link_mbps": self.link_mbps,
                 "backend": backend,
                 "index": i,
                 "start_s": round(s - t_fail, 6),
@@ -252,8 +302,62 @@ class Bench:
         after = [e for _s, e in times if e >= t_fail]
         row["normal_ms"] = round(statistics.median(before) * 1e3, 3) if before else math.nan
         row["stall_ms"] = round((after[0] - t_fail) * 1e3, 3) if after else math.nan
+        row["runs"] = 1
         row["reps"] = len(times)
         return row, stream
+
+
+def summarize_runs(runs: Sequence[dict[str, object]]) -> list[dict[str, object]]:
+    """One sweep row per (rate, backend, size): mean, sd, min and max over the runs, and on
+    tailfabric's rows the ratio to gloo's bus bandwidth, per round (the runs next to each
+    other) and then over the rounds."""
+
+    def num(r: dict[str, object], k: str) -> float:
+        return float(str(r[k]))
+
+    groups: dict[tuple[float, str, int], list[dict[str, object]]] = {}
+    for r in runs:
+        key = (num(r, "link_mbps"), str(r["backend"]), int(num(r, "size_bytes")))
+        groups.setdefault(key, []).append(r)
+    rows: list[dict[str, object]] = []
+    for (rate, backend, size), rs in sorted(groups.items(), key=lambda kv: kv[0]):
+        bw = summarize(num(r, "busbw_mbps") for r in rs)
+        lat = summarize(num(r, "latency_ms") for r in rs)
+        row: dict[str, object] = {
+            "kind": "sweep",
+            "backend": backend,
+            "ranks": len(HOSTS),
+            "link_mbps": rate,
+            "size_bytes": size,
+            "runs": bw.n,
+            "reps": int(num(rs[0], "reps")),
+            "latency_ms": round(lat.mean, 3),
+            "latency_sd_ms": round(lat.sd, 3),
+            "busbw_mbps": round(bw.mean, 3),
+            "busbw_sd_mbps": round(bw.sd, 3),
+            "busbw_min_mbps": round(bw.min, 3),
+            "busbw_max_mbps": round(bw.max, 3),
+        }
+        if backend == BACKENDS[0]:
+            gloo = {
+                int(num(r, "round")): num(r, "busbw_mbps")
+                for r in groups.get((rate, BACKENDS[1], size), [])
+            }
+            ratios = [
+                num(r, "busbw_mbps") / gloo[int(num(r, "round"))]
+                for r in rs
+                if gloo.get(int(num(r, "round")), 0.0) > 0
+            ]
+            if ratios:
+                rs_ = summarize(ratios)
+                row.update(
+                    ratio=round(rs_.mean, 3),
+                    ratio_sd=round(rs_.sd, 3),
+                    ratio_min=round(rs_.min, 3),
+                    ratio_max=round(rs_.max, 3),
+                )
+        rows.append(row)
+    return rows
 
 
 def plot(out: pathlib.Path) -> pathlib.Path:
@@ -266,37 +370,94 @@ def plot(out: pathlib.Path) -> pathlib.Path:
     rows = read_rows(out)
     stream_path = out.with_name(out.stem + "_failover.csv")
     stream = read_rows(stream_path) if stream_path.exists() else []
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for backend in BACKENDS:
-        pts = [
-            (int(r["size_bytes"]), float(r["busbw_mbps"]))
-            for r in rows
-            if r["kind"] == "sweep" and r["backend"] == backend and r["busbw_mbps"]
-        ]
-        if pts:
-            ax1.plot([p[0] / 1024 for p in pts], [p[1] for p in pts], "o-", label=backend)
-    ax1.set_xscale("log", base=2)
-    ax1.set_xlabel("all-reduce size (KiB, log scale)")
-    ax1.set_ylabel("bus bandwidth (Mbit/s)")
-    ax1.set_ylim(bottom=0)
+    sweep = [r for r in rows if r["kind"] == "sweep" and r["busbw_mbps"]]
+    rates = sorted({float(r["link_mbps"]) for r in sweep})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8))
+    for i, rate in enumerate(rates):
+        c = colors[i % len(colors)]
+        for backend, style in zip(BACKENDS, ("o-", "s--"), strict=True):
+            pts = sorted(
+                (int(r["size_bytes"]), float(r["busbw_mbps"]), float(r["busbw_sd_mbps"] or 0))
+                for r in sweep
+                if r["backend"] == backend and float(r["link_mbps"]) == rate
+            )
+            if pts:
+                ax1.errorbar(
+                    [p[0] / 1024 for p in pts],
+                    [p[1] for p in pts],
+                    yerr=[p[2] for p in pts],
+                    fmt=style,
+                    color=c,
+                    capsize=3,
+                    label=f"{backend}, {rate:g} Mbit/s links",
+                )
+        ratio = sorted(
+            (int(r["size_bytes"]), float(r["ratio"]), float(r["ratio_sd"] or 0))
+            for r in sweep
+            if r["backend"] == BACKENDS[0] and float(r["link_mbps"]) == rate and r["ratio"]
+        )
+        if ratio:
+            ax2.errorbar(
+                [p[0] / 1024 for p in ratio],
+                [p[1] for p in ratio],
+                yerr=[p[2] for p in ratio],
+                fmt="o-",
+                color=c,
+                capsize=3,
+                label=f"{rate:g} Mbit/s links",
+            )
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("all-reduce size (KiB, log scale)")
+        ax.set_ylim(bottom=0)
+    ax1.set_ylabel("bus bandwidth (Mbit/s), mean ± sd over runs")
     ax1.set_title("4 ranks across the fabric: 2 (n-1)/n x bytes / latency")
-    ax1.legend()
+    ax1.legend(fontsize=7)
+    ax2.axhline(TARGET_RATIO, color="black", ls="--", lw=1, label=f"target {TARGET_RATIO:g}x")
+    ax2.axhline(1.0, color="grey", ls=":", lw=1)
+    ax2.set_ylabel("tailfabric / gloo bus bandwidth, mean ± sd over rounds")
+    ax2.set_title("ratio per link rate")
+    ax2.legend(fontsize=8)
+    fail_rates = sorted({float(r["link_mbps"]) for r in stream})
+    shown = fail_rates[-1:] if fail_rates else []
     for backend in BACKENDS:
         trace = [
-            (float(r["end_s"]), float(r["latency_ms"])) for r in stream if r["backend"] == backend
+            (float(r["end_s"]), float(r["latency_ms"]))
+            for r in stream
+            if r["backend"] == backend and float(r["link_mbps"]) in shown
         ]
         if trace:
-            ax2.plot([p[0] for p in trace], [p[1] for p in trace], ".-", label=backend)
-    ax2.axvline(0.0, color="black", ls="--", lw=1, label=f"plane {FAIL_PLANE} fails")
+            ax3.plot([p[0] for p in trace], [p[1] for p in trace], ".-", label=backend)
+    ax3.axvline(0.0, color="black", ls="--", lw=1, label=f"plane {FAIL_PLANE} fails")
     down = [float(r["down_s"]) for r in rows if r["kind"] == "failover" and r["down_s"]]
     if down:
-        ax2.axvline(down[0], color="grey", ls=":", lw=1, label="plane restored")
-    ax2.set_yscale("log")
-    ax2.set_xlabel("all-reduce completion time (s from the fail command)")
-    ax2.set_ylabel("all-reduce latency (ms, log scale)")
-    ax2.set_title("a plane failed mid-stream")
-    ax2.legend()
+        ax3.axvline(down[0], color="grey", ls=":", lw=1, label="plane restored")
+    ax3.set_yscale("log")
+    ax3.set_xlabel("all-reduce completion time (s from the fail command)")
+    ax3.set_ylabel("all-reduce latency (ms, log scale)")
+    where = f" ({shown[0]:g} Mbit/s links)" if shown else ""
+    ax3.set_title(f"a plane failed mid-stream{where}")
+    ax3.legend(fontsize=8)
     return save_png(fig, out.with_suffix(".png"))
+
+
+def _running_rate(results: str) -> float | None:
+    """The link rate of a fabric that is already up (None: none is)."""
+    from experiments.fabric_job import FabricNotReady, load_state
+    from topologies.model import Fabric
+
+    try:
+        return float(Fabric.load(load_state(results).topology).spec.link_mbps)
+    except FabricNotReady:
+        return None
+
+
+def _kept(path: pathlib.Path, rates: Sequence[float]) -> list[dict[str, object]]:
+    """``--append``: the rows of ``path`` at rates other than ``rates``."""
+    if not path.exists():
+        return []
+    return [dict(r) for r in read_rows(path) if float(r["link_mbps"] or "nan") not in rates]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -305,47 +466,136 @@ def run(args: argparse.Namespace) -> int:
     from host.errors import TransportError
 
     out = pathlib.Path(args.out)
-    sizes = QUICK_SIZES_BYTES if args.quick else SIZES_BYTES
-    rows: list[dict[str, object]] = []
-    streams: list[dict[str, object]] = []
+    runs_path = out.with_name(out.stem + "_runs.csv")
+    stream_path = out.with_name(out.stem + "_failover.csv")
+    rates = args.link_mbps
+    keep = args.append
+    runs: list[dict[str, object]] = _kept(runs_path, rates) if keep else []
+    streams: list[dict[str, object]] = _kept(stream_path, rates) if keep else []
+    other = [r for r in _kept(out, rates) if r["kind"] == "failover"] if keep else []
+    failovers: list[dict[str, object]] = other
+    errors: list[dict[str, object]] = []
 
     def save() -> None:  # after every run: what was measured survives a later failure
+        rows = summarize_runs(runs) + failovers + errors
         write_csv(out, COLUMNS, rows)
-        write_csv(out.with_name(out.stem + "_failover.csv"), STREAM_COLUMNS, streams)
+        write_csv(runs_path, RUN_COLUMNS, runs)
+        write_csv(stream_path, STREAM_COLUMNS, streams)
 
+    running = _running_rate(args.results)
+    if running is not None and any(r != running for r in rates):
+        print(
+            f"bench-collectives: a fabric runs at {running:g} Mbit/s; this sweep needs "
+            f"{', '.join(f'{r:g}' for r in rates)}: take it down first (make fabric-down)",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        with FabricSession(args.results, link_mbps=args.link_mbps, wait_s=args.wait_s) as state:
-            bench = Bench(args, state)
-            try:
-                for backend in BACKENDS:
-                    print(f"bench-collectives: sweep, {backend}", flush=True)
-                    rows += bench.sweep(backend, sizes)
-                    save()
-                for backend in BACKENDS:
-                    print(f"bench-collectives: plane {FAIL_PLANE} fails, {backend}", flush=True)
-                    row, stream = bench.failover(backend)
-                    rows.append(row)
-                    streams += stream
-                    save()
-            finally:
-                bench.close()
+        for rate in rates:
+            sizes = sizes_for(QUICK_SIZES_BYTES if args.quick else SIZES_BYTES, rate, args.max_s)
+            left = [s for s in SIZES_BYTES if s not in sizes and not args.quick]
+            print(
+                f"bench-collectives: {rate:g} Mbit/s links, sizes {[s >> 10 for s in sizes]} KiB"
+                + (
+                    f" (left out, over {args.max_s:g} s each: {[s >> 10 for s in left]} KiB)"
+                    if left
+                    else ""
+                ),
+                flush=True,
+            )
+            with FabricSession(args.results, link_mbps=rate, wait_s=args.wait_s) as state:
+                bench = Bench(args, state, rate)
+                try:
+                    for rnd in range(args.rounds):
+                        for backend in BACKENDS:
+                            print(f"  round {rnd + 1}/{args.rounds}: {backend}", flush=True)
+                            got, err = bench.sweep(backend, sizes, rnd)
+                            runs.extend(got)
+                            if err:
+                                errors.append(
+                                    {
+                                        "kind": "sweep",
+                                        "backend": backend,
+                                        "link_mbps": rate,
+                                        "error": err,
+                                    }
+                                )
+                            save()
+                    if not args.no_failover:
+                        for backend in BACKENDS:
+                            print(f"  plane {FAIL_PLANE} fails: {backend}", flush=True)
+                            row, stream = bench.failover(backend)
+                            failovers.append(row)
+                            streams.extend(stream)
+                            save()
+                finally:
+                    bench.close()
     except (LaunchError, TransportError, OSError, ControllerError) as e:
         print(f"bench-collectives: {e}", file=sys.stderr)
+        save()
         return 2
     save()
     png = plot(out)
+    report(read_rows(out))
+    print(f"wrote {out}, {runs_path}, {stream_path} and {png}")
+    return 0 if not errors and not any(r.get("error") for r in failovers) else 1
+
+
+def report(rows: Sequence[dict[str, str]]) -> None:
+    """The console table: bus bandwidth per rate and size, both backends, and the ratio."""
+    print(f"{'Mbit/s':>7} {'size':>9} {'tailfabric':>16} {'gloo':>16} {'ratio':>16}")
+    tf = {
+        (r["link_mbps"], r["size_bytes"]): r
+        for r in rows
+        if r["kind"] == "sweep" and r["backend"] == BACKENDS[0]
+    }
+    gl = {
+        (r["link_mbps"], r["size_bytes"]): r
+        for r in rows
+        if r["kind"] == "sweep" and r["backend"] == BACKENDS[1]
+    }
+
+    def cell(r: dict[str, str] | None, k: str) -> str:
+        if r is None or not r.get(k):
+            return "-"
+        sd = r.get(k.replace("_mbps", "_sd_mbps") if k.endswith("_mbps") else k + "_sd") or "nan"
+        return f"{float(r[k]):.2f} ± {float(sd):.2f}"
+
+    for key in sorted(set(tf) | set(gl), key=lambda k: (float(k[0]), int(k[1]))):
+        t, g = tf.get(key), gl.get(key)
+        print(
+            f"{float(key[0]):>7g} {int(key[1]) >> 10:>6} KiB {cell(t, 'busbw_mbps'):>16} "
+            f"{cell(g, 'busbw_mbps'):>16} {cell(t, 'ratio'):>16}"
+        )
     for r in rows:
-        print(", ".join(f"{k}={r[k]}" for k in COLUMNS if k in r and r[k] != ""))
-    print(f"wrote {out}, {out.with_name(out.stem + '_failover.csv')} and {png}")
-    return 0 if not any(r.get("error") for r in rows) else 1
+        if r["kind"] == "failover":
+            print(
+                f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s: stall "
+                f"{r['stall_ms'] or '-'} ms (normal {r['normal_ms'] or '-'} ms) {r['error']}"
+            )
+        elif r.get("error"):
+            print(f"{r['kind']} {r['backend']} at {r['link_mbps']} Mbit/s: {r['error']}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench-collectives", description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default="results")
     p.add_argument("--out", default="results/bench_collectives.csv")
-    p.add_argument("--link-mbps", type=float, default=20.0, help="rate of a fabric it starts")
+    p.add_argument(
+        "--link-mbps",
+        default="10",
+        help="link rates, comma-separated (one fabric bring-up each; e.g. 5,10,20)",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="runs per backend and rate")
+    p.add_argument(
+        "--max-s",
+        type=float,
+        default=6.0,
+        help="leave out sizes that take longer than this on one plane's link",
+    )
     p.add_argument("--quick", action="store_true", help="three sizes only")
+    p.add_argument("--append", action="store_true", help="keep other rates' rows in the CSVs")
+    p.add_argument("--no-failover", action="store_true", help="skip the failover runs")
     p.add_argument("--stream-kib", type=int, default=256, help="failover all-reduce size")
     p.add_argument("--stream-s", type=float, default=8.0)
     p.add_argument("--fail-after-s", type=float, default=2.0)
@@ -353,10 +603,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--wait-s", type=float, default=0.0, help="wait for another fabric to go")
     p.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
     a = p.parse_args(argv)
-    if not a.link_mbps > 0 or a.stream_kib < 1 or not 0 < a.fail_after_s < a.stream_s:
-        p.error("need --link-mbps > 0, --stream-kib >= 1 and 0 < --fail-after-s < --stream-s")
-    if a.down_s <= 0:
-        p.error("--down-s must be positive")
+    try:
+        a.link_mbps = parse_rates(a.link_mbps)
+    except ValueError:
+        p.error(f"--link-mbps: positive numbers separated by commas, not {a.link_mbps!r}")
+    if a.stream_kib < 1 or not 0 < a.fail_after_s < a.stream_s:
+        p.error("need --stream-kib >= 1 and 0 < --fail-after-s < --stream-s")
+    if a.down_s <= 0 or a.rounds < 1 or not a.max_s > 0:
+        p.error("--down-s and --max-s must be positive and --rounds at least 1")
     return a
 
 
@@ -378,7 +632,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rank_main(argv[1:])
     args = parse_args(argv)
     if args.plot_only:
-        print(f"wrote {plot(pathlib.Path(args.out))}")
+        out = pathlib.Path(args.out)
+        print(f"wrote {plot(out)}")
+        report(read_rows(out))
         return 0
     if os.geteuid() != 0:
         print("bench-collectives: needs root (Mininet)", file=sys.stderr)

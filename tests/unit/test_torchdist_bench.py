@@ -1,0 +1,102 @@
+"""``make bench-collectives``' bookkeeping without a fabric: the sizes kept per link rate, the
+rate list, the summary over runs (mean, sd, per-round ratio) and the plot drawn from the CSVs."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+
+from experiments.bench_collectives import (
+    COLUMNS,
+    RUN_COLUMNS,
+    STREAM_COLUMNS,
+    busbw_mbps,
+    parse_args,
+    parse_rates,
+    plot,
+    sizes_for,
+    summarize_runs,
+)
+from experiments.outputs import read_rows, write_csv
+
+
+def test_slow_links_leave_out_the_sizes_that_would_take_longer_than_max_s() -> None:
+    sizes = [1 << 20, 4 << 20, 16 << 20]
+    # 1.5 x 1 MiB x 8 bit at 5 Mbit/s = 2.5 s; 4 MiB = 10 s
+    assert sizes_for(sizes, 5.0, 6.0) == [1 << 20]
+    assert sizes_for(sizes, 20.0, 6.0) == [1 << 20, 4 << 20]
+    assert sizes_for(sizes, 20.0, 11.0) == sizes
+
+
+def test_rates_parse_and_bad_ones_are_refused() -> None:
+    assert parse_rates("5,10, 20") == [5.0, 10.0, 20.0]
+    for bad in ("", "0", "5,-1", "x", "nan"):
+        with pytest.raises(ValueError):
+            parse_rates(bad)
+    with pytest.raises(SystemExit):
+        parse_args(["--link-mbps", "5,zero"])
+    assert parse_args(["--link-mbps", "5,10"]).link_mbps == [5.0, 10.0]
+
+
+def _run(rate: float, rnd: int, backend: str, size: int, ms: float) -> dict[str, object]:
+    return {
+        "link_mbps": rate,
+        "round": rnd,
+        "backend": backend,
+        "size_bytes": size,
+        "reps": 3,
+        "latency_ms": ms,
+        "busbw_mbps": busbw_mbps(size, ms / 1e3, 4),
+    }
+
+
+def test_summary_gives_mean_and_spread_over_runs_and_the_ratio_per_round() -> None:
+    mib = 1 << 20
+    runs = [
+        _run(10, 0, "tailfabric", mib, 500.0),
+        _run(10, 0, "gloo", mib, 1000.0),
+        _run(10, 1, "tailfabric", mib, 1000.0),
+        _run(10, 1, "gloo", mib, 1000.0),
+    ]
+    rows = {r["backend"]: r for r in summarize_runs(runs)}
+    tf, gloo = rows["tailfabric"], rows["gloo"]
+    assert tf["runs"] == 2 and tf["latency_ms"] == 750.0
+    bw_fast, bw_slow = busbw_mbps(mib, 0.5, 4), busbw_mbps(mib, 1.0, 4)
+    assert tf["busbw_mbps"] == pytest.approx((bw_fast + bw_slow) / 2, abs=1e-3)
+    assert tf["busbw_min_mbps"] == pytest.approx(bw_slow, abs=1e-3)
+    assert tf["busbw_sd_mbps"] == pytest.approx(abs(bw_fast - bw_slow) / math.sqrt(2), abs=1e-3)
+    # per round: 2.0 and 1.0
+    assert tf["ratio"] == 1.5 and tf["ratio_min"] == 1.0 and tf["ratio_max"] == 2.0
+    assert "ratio" not in gloo and gloo["busbw_sd_mbps"] == 0.0
+
+
+def test_plot_is_drawn_from_the_csvs_alone(tmp_path: pathlib.Path) -> None:
+    runs = [
+        _run(rate, rnd, backend, size, ms * (1 + rnd / 10) * (10 / rate))
+        for rate in (5.0, 10.0)
+        for rnd in range(2)
+        for backend, ms in (("tailfabric", 400.0), ("gloo", 800.0))
+        for size in (64 << 10, 1 << 20)
+    ]
+    out = tmp_path / "bench_collectives.csv"
+    fail = {"kind": "failover", "backend": "tailfabric", "link_mbps": 10.0, "stall_ms": 40.0}
+    write_csv(out, COLUMNS, [*summarize_runs(runs), {**fail, "down_s": 4.0}])
+    write_csv(tmp_path / "bench_collectives_runs.csv", RUN_COLUMNS, runs)
+    stream = [
+        {
+            "link_mbps": 10.0,
+            "backend": "tailfabric",
+            "index": i,
+            "start_s": i - 1.0,
+            "end_s": i - 0.9,
+            "latency_ms": 100.0,
+        }
+        for i in range(3)
+    ]
+    write_csv(tmp_path / "bench_collectives_failover.csv", STREAM_COLUMNS, stream)
+    png = plot(out)
+    assert png.exists() and png.stat().st_size > 10_000
+    ratios = [r["ratio"] for r in read_rows(out) if r["backend"] == "tailfabric" and r["ratio"]]
+    assert ratios and all(float(x) == pytest.approx(2.0, rel=0.01) for x in ratios)
