@@ -112,8 +112,11 @@ class WireError(TransportError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DataPacket:
+    """A decoded DATA datagram. Not frozen, like :class:`AckPacket`: a frozen dataclass sets
+    each field through ``object.__setattr__``, and one of these is built per packet."""
+
     flags: int
     ev: int
     src_host: int
@@ -139,7 +142,7 @@ class DataPacket:
         return payload_length(self.msg_len, self.stride, self.index)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AckPacket:
     ptype: PacketType  # ACK, NACK or PROBE_ACK
     flags: int
@@ -219,15 +222,57 @@ def encode_data(
     pcrc: int | None = None,
 ) -> bytes:
     """One DATA datagram. ``pcrc`` may be passed when the payload CRC is already known."""
-    n = len(payload)
-    if n > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"payload of {n} bytes exceeds {MAX_PAYLOAD_BYTES}")
-    if pcrc is None:
-        pcrc = zlib.crc32(payload)
-    head = _head(PacketType.DATA, flags, ev, src_host, dst_host, conn_id, DATA_HEADER_BYTES + n)
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    return pack_data(
+        flags,
+        ev,
+        src_host,
+        dst_host,
+        conn_id,
+        psn,
+        msg_id,
+        msg_len,
+        index,
+        ts_us,
+        stride,
+        digest,
+        payload,
+        zlib.crc32(payload) if pcrc is None else pcrc,
+    )
+
+
+def pack_data(
+    flags: int,
+    ev: int,
+    src_host: int,
+    dst_host: int,
+    conn_id: int,
+    psn: int,
+    msg_id: int,
+    msg_len: int,
+    index: int,
+    ts_us: int,
+    stride: int,
+    digest: bytes,
+    payload: bytes | memoryview,
+    pcrc: int,
+) -> bytes:
+    """:func:`encode_data` with positional arguments, the payload CRC given and no size check
+    (the sender's packets are cut to at most ``MAX_PAYLOAD_BYTES``): the per-packet path."""
+    head = _HEAD16.pack(
+        MAGIC,
+        VERSION,
+        1,  # PacketType.DATA
+        flags,
+        ev,
+        src_host,
+        dst_host,
+        conn_id,
+        DATA_HEADER_BYTES + len(payload),
+    )
     body = _DATA.pack(psn, msg_id, msg_len, index, ts_us & 0xFFFFFFFF, stride, 0, digest, pcrc)
-    crc = zlib.crc32(body, zlib.crc32(head))
-    return b"".join((head, _CRC.pack(crc), body, payload))
+    return b"".join((head, _CRC.pack(zlib.crc32(body, zlib.crc32(head))), body, payload))
 
 
 def encode_ack(
@@ -374,7 +419,8 @@ def _decode_data(buf: bytes | memoryview, c: _Common, crc: int) -> DataPacket:
         raise WireError(DropReason.SHORT, f"{n} < {DATA_HEADER_BYTES} bytes")
     if length < DATA_HEADER_BYTES or n > length:
         raise WireError(DropReason.BAD_LENGTH, f"declared {length}, got {n}")
-    _check_crc(buf, DATA_HEADER_BYTES, crc)
+    if zlib.crc32(buf[COMMON_BYTES:DATA_HEADER_BYTES], zlib.crc32(buf[:CRC_OFFSET])) != crc:
+        raise WireError(DropReason.BAD_CHECKSUM)
     psn, msg_id, msg_len, index, ts, stride, _rsvd, digest, pcrc = _DATA.unpack_from(
         buf, COMMON_BYTES
     )
@@ -392,20 +438,7 @@ def _decode_data(buf: bytes | memoryview, c: _Common, crc: int) -> DataPacket:
         if zlib.crc32(payload) != pcrc:
             raise WireError(DropReason.BAD_PAYLOAD_CHECKSUM)
     return DataPacket(
-        flags,
-        ev,
-        src,
-        dst,
-        conn,
-        psn,
-        msg_id,
-        msg_len,
-        index,
-        ts,
-        stride,
-        bytes(digest),
-        payload,
-        trimmed,
+        flags, ev, src, dst, conn, psn, msg_id, msg_len, index, ts, stride, digest, payload, trimmed
     )
 
 

@@ -32,9 +32,9 @@ from host.wire import (
     PacketType,
     ProbePacket,
     encode_ack,
-    encode_data,
     encode_floor,
     encode_probe,
+    pack_data,
 )
 
 Transmit = Callable[[Ev, bytes], bool]  # False: the local queue is full, retry shortly
@@ -237,6 +237,9 @@ class ConnectionCore:
         if not s.ready(now):
             return
         ts = us(now)
+        tx = self._tx
+        src, dst, conn = self.local_host, self.peer_host, self.conn_id
+        flags_of = _FLAGS
         for _ in range(self.cfg.max_burst_packets):
             p = s.next_to_send()
             if p is None:
@@ -248,29 +251,30 @@ class ConnectionCore:
                 return
             msg = p.msg
             payload = p.payload
-            if p.pcrc is None:
-                p.pcrc = zlib.crc32(payload)
-            flags = _FLAGS[(msg.reliable, retx, p.index == msg.npkts - 1)]
-            data = encode_data(
-                flags=flags,
-                ev=path.ev.ev_id,
-                src_host=self.local_host,
-                dst_host=self.peer_host,
-                conn_id=self.conn_id,
-                psn=p.psn,
-                msg_id=msg.msg_id,
-                msg_len=msg.msg_len,
-                index=p.index,
-                ts_us=ts,
-                stride=msg.stride,
-                digest=msg.digest,
-                payload=payload,
-                pcrc=p.pcrc,
+            pcrc = p.pcrc
+            if pcrc is None:
+                pcrc = p.pcrc = zlib.crc32(payload)
+            ev = path.ev
+            data = pack_data(
+                flags_of[(msg.reliable, retx, p.index == msg.npkts - 1)],
+                ev.ev_id,
+                src,
+                dst,
+                conn,
+                p.psn,
+                msg.msg_id,
+                msg.msg_len,
+                p.index,
+                ts,
+                msg.stride,
+                msg.digest,
+                payload,
+                pcrc,
             )
-            if not self._tx(path.ev, data):
+            if not tx(ev, data):
                 s.unsend(p, now, RETRY_AFTER_S)
                 return
-            s.on_transmitted(p, path.ev.ev_id, ts, now)
+            s.on_transmitted(p, ev.ev_id, ts, now)
             evs.on_sent(path, p.length, retx)
 
     def _reply(self, reply: Reply, now: float, path: EvPath | None = None) -> EvPath | None:

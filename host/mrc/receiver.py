@@ -21,6 +21,7 @@ import hashlib
 import math
 from collections import Counter, deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from host.mrc.config import MrcConfig
 from host.wire import (
@@ -33,6 +34,12 @@ from host.wire import (
     PacketType,
     packet_count,
 )
+
+# Flag bits as plain ints: ``IntFlag`` operators run Python code, and these run per packet.
+_CE = int(Flag.CE)
+_DUPLICATE = int(Flag.DUPLICATE)
+_ACK_NOW = int(Flag.ACK_NOW)
+_UNRELIABLE = int(Flag.UNRELIABLE)
 
 
 @dataclass(frozen=True)
@@ -56,9 +63,9 @@ class PartialMessage:
         return len(self.arrived) / self.packets if self.packets else 0.0
 
 
-@dataclass(frozen=True)
-class Reply:
-    """An acknowledgement to send: echoes one packet (or none: ``echo_ev`` = NO_EV)."""
+class Reply(NamedTuple):
+    """An acknowledgement to send: echoes one packet (or none: ``echo_ev`` = NO_EV). A named
+    tuple: one is built per received packet, and a tuple is the cheapest record to build."""
 
     ptype: PacketType
     flags: int
@@ -153,44 +160,44 @@ class Receiver:
         self.cum = base + ones
         self.mask = m >> (ones + 1)
 
-    def _mark(self, psn: int) -> None:
-        if psn == self.cum:
-            self._rebase((self.mask << 1) | 1, self.cum)
-        else:
-            self.mask |= 1 << (psn - self.cum - 1)
-
     # -- DATA ------------------------------------------------------------------------------
 
     def on_data(self, p: DataPacket, ce: bool, now: float) -> None:
         self.packets_received += 1
-        flags = Flag.CE if ce else Flag.NONE
+        flags = _CE if ce else 0
+        psn = p.psn
         if p.trimmed:
             self.trimmed += 1
-            kind = PacketType.ACK if self._received(p.psn) else PacketType.NACK
-            self.replies.append(Reply(kind, flags, p.psn, p.ts_us, p.ev))
+            kind = PacketType.ACK if self._received(psn) else PacketType.NACK
+            self.replies.append(Reply(kind, flags, psn, p.ts_us, p.ev))
             return
-        if self._received(p.psn):
+        d = psn - self.cum
+        if d < 0 or (d > 0 and (self.mask >> (d - 1)) & 1):  # received before
             self.duplicates += 1
-            self.replies.append(Reply(PacketType.ACK, flags | Flag.DUPLICATE, p.psn, p.ts_us, p.ev))
+            self.replies.append(Reply(PacketType.ACK, flags | _DUPLICATE, psn, p.ts_us, p.ev))
             return
-        if p.psn - self.cum > self.cfg.window_packets:
+        if d > self.cfg.window_packets:
             self.drops[DropReason.OUT_OF_WINDOW] += 1
             return
         reason = self._place(p)
         if reason is not None:
             self.drops[reason] += 1
             return
-        in_order = p.psn == self.cum
-        self._mark(p.psn)
-        echo = Reply(PacketType.ACK, flags, p.psn, p.ts_us, p.ev)
-        if ce and self.cfg.ack_every_ce:
+        in_order = d == 0
+        if in_order:
+            self._rebase((self.mask << 1) | 1, psn)
+        else:
+            self.mask |= 1 << (d - 1)
+        echo = Reply(PacketType.ACK, flags, psn, p.ts_us, p.ev)
+        cfg = self.cfg
+        if ce and cfg.ack_every_ce:
             self.replies.append(echo)  # an ACK of its own keeps the EV attribution exact
             return
         held = self.echo
-        if held is not None and held.flags & Flag.CE and not ce:
+        if held is not None and held.flags & _CE and not ce:
             echo = held  # a mark not echoed yet goes on the delayed ACK, with its own EV
         self.ack_pending += 1
-        if self.ack_pending >= self.cfg.ack_every_packets:
+        if self.ack_pending >= cfg.ack_every_packets:
             # its own ACK, on this packet's EV: a batch's ACKs spread over the paths
             self.replies.append(echo)
             self.ack_pending = 0
@@ -198,15 +205,15 @@ class Receiver:
             self.ack_due = math.inf
             return
         self.echo = echo
-        if p.flags & Flag.ACK_NOW:
+        if p.flags & _ACK_NOW:
             self.ack_now = self.ack_spread = True
-        elif not in_order and self.cfg.ack_on_reorder:
+        elif not in_order and cfg.ack_on_reorder:
             self.ack_now = True
         elif self.ack_due == math.inf:
-            self.ack_due = now + self.cfg.ack_delay_ms / 1e3
+            self.ack_due = now + cfg.ack_delay_ms / 1e3
 
     def _place(self, p: DataPacket) -> DropReason | None:
-        reliable = not p.flags & Flag.UNRELIABLE
+        reliable = not p.flags & _UNRELIABLE
         table = self.rel if reliable else self.unrel
         m = table.get(p.msg_id)
         if m is None:

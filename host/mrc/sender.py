@@ -35,6 +35,7 @@ from host.wire import NO_EV, AckPacket, Flag, PacketType, packet_count, payload_
 
 Notify = Callable[[EventKind, int, float, str], None]
 MAX_RTT_SAMPLE_S = 30.0
+_CE = int(Flag.CE)  # a plain int: IntFlag's operators run Python code, per ACK
 
 
 class LossCause(enum.Enum):
@@ -303,7 +304,7 @@ class Sender:
                 rtt = sample
                 self.evs.on_rtt(a.echo_ev, rtt)
                 self._update_rto(rtt)
-        ce = bool(a.flags & Flag.CE)
+        ce = bool(a.flags & _CE)
         if ce:
             self.evs.on_ce(a.echo_ev, now)
         if newly or rtt is not None:
