@@ -26,7 +26,7 @@ from datetime import timedelta
 import torch.distributed as dist
 from torch._C._distributed_c10d import Store
 
-from host.errors import ConnectionClosed, TransportError
+from host.errors import ConnectionClosed, TransportError, TransportTimeout
 from host.mrc import Connection, Endpoint, MrcConfig, loopback_config
 from host.mrc.emulated import emulated_fabric_config
 from host.network import UdpNetwork
@@ -112,6 +112,7 @@ class Mesh:
         self._cv = threading.Condition()
         self._inbox: dict[Key, tuple[Header, memoryview]] = {}
         self._peer_error: dict[int, str] = {}
+        self._said_bye: set[int] = set()
         now = time.monotonic()
         self._last_heard = dict.fromkeys(conns, now)
         self.aborted: str | None = None  # why the group cannot go on (a rank's ABORT, ...)
@@ -215,6 +216,7 @@ class Mesh:
                 if self.aborted is None:
                     self.aborted = f"rank {peer} aborted collective #{h.seq}: {reason}"
             elif h.kind is Kind.BYE:
+                self._said_bye.add(peer)
                 self._peer_error.setdefault(peer, f"rank {peer} shut its process group down")
             self._cv.notify_all()
 
@@ -238,7 +240,8 @@ class Mesh:
 
     def close(self, linger_s: float = 2.0) -> None:
         """Say BYE to every peer, wait (at most ``linger_s``) until what this rank sent has
-        been acknowledged (a peer may still need its last messages), then close the
+        been acknowledged by the peers that have not said BYE themselves (those may still
+        need its last messages; one that left acknowledges nothing more), then close the
         connections and the endpoint (idempotent)."""
         with self._cv:
             if self._closing:
@@ -246,19 +249,29 @@ class Mesh:
             self._closing = True
             self._cv.notify_all()
         bye = encode(Header(Kind.BYE, self.rank, self.world))
+        with self._cv:
+            gone = set(self._said_bye)
         alive = []
-        for conn in self.conns.values():
+        for peer, conn in self.conns.items():
             try:
                 conn.send(bye, timeout=0.1)
-                alive.append(conn)
+                if peer not in gone:
+                    alive.append((peer, conn))
             except TransportError:
                 pass
         deadline = time.monotonic() + linger_s
-        for conn in alive:
-            try:
-                conn.flush(max(0.0, deadline - time.monotonic()))
-            except TransportError:
-                pass
+        for peer, conn in alive:
+            while True:  # in slices: a peer that says BYE meanwhile acknowledges no more
+                left = deadline - time.monotonic()
+                try:
+                    conn.flush(max(0.0, min(WAIT_SLICE_S, left)))
+                    break
+                except TransportTimeout:
+                    with self._cv:
+                        if peer in self._said_bye or left <= WAIT_SLICE_S:
+                            break
+                except TransportError:
+                    break
         for conn in self.conns.values():
             conn.close()
         self.endpoint.close()
