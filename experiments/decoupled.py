@@ -132,8 +132,8 @@ class Settings:
     """Everything a run of the experiment uses (``--quick``: :data:`QUICK`)."""
 
     task: str = "digits-mlp"
-    learners: tuple[int, ...] = (2, 4)
-    """M of Decoupled DiLoCo (8 where the machine allows: ``--learners 2,4,8``)."""
+    learners: tuple[int, ...] = (2, 4, 8)
+    """M of Decoupled DiLoCo (M = 8: several learners per fabric host, as slots)."""
     elastic_workers: int = 4
     reference: bool = True
     """Run DiLoCo (M = 4) without failures, the reference of the loss."""
@@ -614,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_seed_options(ap, d.seeds, d.first_seed)
     ap.add_argument(
-        "--learners", default=None, help="M of Decoupled DiLoCo, comma-separated (default 2,4)"
+        "--learners", default=None, help="M of Decoupled DiLoCo, comma-separated (default 2,4,8)"
     )
     ap.add_argument(
         "--rates", default=None, help=f"failure rates, comma-separated, from {', '.join(RATES)}"

@@ -439,7 +439,7 @@ def target_lines(rows: Sequence[Mapping[str, object]]) -> list[str]:
             stall = cell(rows, "decoupled", m, heavy, "longest_stall_s")
             out.append(
                 f"  [{_mark(up.mean >= TARGET_UPTIME)}] rate '{heavy}': uptime 100 % for M={m} "
-                f"(>= {TARGET_UPTIME:.0%}: the start-up and the last step are not 'advancing'): "
+                f"(>= {TARGET_UPTIME:.0%}: the start-up before the first step is not 'advancing'): "
                 f"{up.format('.2%')}; longest stall {stall.format('.2f', ' s')}"
             )
         if len(dd) > 1:

@@ -33,14 +33,15 @@ from host.train.decoupled.config import ChaosKind, ConfigError, Weighting
 def test_the_plan_builds_every_run_seed_major_with_the_reference_without_failures() -> None:
     s = exp.Settings(seeds=2)
     plan = exp.check_plan(s, "fabric")
-    assert len(plan) == 2 * (3 * 3 + 1)
-    assert [p.key.seed for p in plan] == [0] * 10 + [1] * 10
+    assert len(plan) == 2 * (3 * 4 + 1)  # elastic DP, M = 2, 4, 8 at 3 rates; DiLoCo calm
+    assert [p.key.seed for p in plan] == [0] * 13 + [1] * 13
     keys = {(p.key.method, p.key.learners, p.key.rate) for p in plan}
     assert ("diloco", 4, "none") in keys and ("diloco", 4, "heavy") not in keys
     assert {(m, n) for m, n, _r in keys} == {
         ("elastic_dp", 4),
         ("decoupled", 2),
         ("decoupled", 4),
+        ("decoupled", 8),
         ("diloco", 4),
     }
     ref = next(p.job for p in plan if p.key.method == "diloco")
