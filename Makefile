@@ -24,7 +24,7 @@ help:
 	@echo "make bench-fabric-throughput [FT_PLANES=2,4 TARGET=tf]  UDP packets/s, loss, latency, switch CPU through the fabric and Linux routers -> results/bench_fabric_throughput.csv, .png (root)"
 	@echo "make bench-controller  route computation (131,072 GPUs), failure commands -> results/bench_controller.csv"
 	@echo "make exp-gossip  DP, DiLoCo, GlobalM1, GlobalM1LocalM2 at two link rates -> results/gossip.csv, gossip.png"
-	@echo "make exp-decoupled  elastic DP vs Decoupled DiLoCo M=2,4 under chaos -> results/decoupled.csv, decoupled.png"
+	@echo "make exp-decoupled  elastic DP vs Decoupled DiLoCo M=2,4,8 under chaos -> results/decoupled.csv, decoupled.png"
 	@echo "make lint        ruff format --check, ruff check, mypy --strict, import layer contracts"
 	@echo "make clean       remove build outputs and results; stop fabrics and remove their leftovers"
 
