@@ -49,6 +49,7 @@ from switch.pipeline.v1model import V1Switch
 
 if TYPE_CHECKING:
     from switch.device.control import RuntimeCliServer
+    from switch.device.fastpath import RingFastPath
     from switch.device.pcap import PcapWriter
     from switch.device.ports import PortSet
     from switch.p4rt.server import P4RuntimeServer
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tailfabric.switch")
 
 BATCH = 64  # frames per round at most (from all ports, fairly)
+FAST_BATCH = 256  # the same for a round run whole in C (switch.device.fastpath)
 COALESCE_US = 200  # default sleep between rounds while frames keep coming (microseconds)
 RX_RING_FRAMES = 1024  # receive ring slots per port (a 4096-slot ring held ~1 s under overload)
 QUEUE_BURST_US = 200.0  # default burst allowance of rate-limited ports (microseconds)
@@ -269,6 +271,7 @@ class SwitchDaemon:
         self.rounds = 0  # data-path rounds so far
         self.sleeps = 0  # of those, followed by a coalescing sleep
         self.polls = 0  # of those, followed by a wait in poll/select
+        self.fast: RingFastPath | None = None  # the C rounds, when the loop uses them
         if args.queue_rate:
             from switch.device.sscli import parse_rate
 
@@ -373,9 +376,27 @@ class SwitchDaemon:
         def on_error(port: int, exc: BaseException) -> None:
             log.error("packet from port %d dropped by an internal error", port, exc_info=exc)
 
+        # A native program on PACKET_MMAP rings: rounds run whole in C where they can
+        # (switch.device.fastpath); -1 from it means a Python round.
+        fast = None
+        if not (pcaps or log_packets or self.args.native == "off"):
+            from switch.device.fastpath import RingFastPath
+
+            fast = RingFastPath(dev, ports)
+            self.fast = fast
+        frames: list[tuple[int, bytes]] = []
         while not self.stopping.is_set():
             self.rounds += 1
-            frames = ports.recv_batch(BATCH)
+            limit = BATCH
+            got = -1
+            if fast is not None:
+                with dev.lock:
+                    got = fast.round(FAST_BATCH)
+                limit = FAST_BATCH
+            if got < 0:
+                limit = BATCH
+                frames = ports.recv_batch(BATCH)
+                got = len(frames)
             if frames and (pcaps or log_packets):
                 for port, data in frames:
                     if pcaps:
@@ -401,8 +422,8 @@ class SwitchDaemon:
                             pcaps[(port, "out")].write(data)
                         if log_packets:
                             log.debug("port %d: sent %d bytes", port, len(data))
-            got = len(frames)
-            if got >= BATCH:
+            frames = []
+            if got >= limit:
                 continue  # more are waiting, surely
             if got or out:
                 last_work = time.monotonic()

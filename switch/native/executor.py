@@ -397,6 +397,38 @@ class NativeSwitch(V1Switch):
             return [], [], []
         return [(job.port, self._out_buf[0 : r[1]])], [], []
 
+    # -- the data path's ring round (switch.device.fastpath) ---------------------------------
+
+    def ring_api(self) -> tuple[Any, Any, Any]:
+        """``(ffi, lib, handle)``: what calls ``lib.tf_ring_round(handle, ...)`` need."""
+        return self._ffi, self._lib, self._x
+
+    def before_ring_round(self) -> int:
+        """Reload changed tables into C; returns the parser-error count to diff against."""
+        self._sync()
+        return int(self._stats[ST_PARSER_ERRORS])
+
+    def after_ring_round(self, received: int, dropped: int, parser_errors_before: int) -> None:
+        """Count a ring round's packets as the per-packet passes would, hand digests over."""
+        c = self.counters
+        c.received += received
+        c.dropped += dropped
+        c.parser_errors += int(self._stats[ST_PARSER_ERRORS]) - parser_errors_before
+        self._after_call()
+
+    def ring_job(self, port: int, state: Any, priority: int, data: bytes, poff: int) -> EgressJob:
+        """The job of a packet a ring round stopped at after its ingress (``state``: the C
+        state bytes, ``poff``: where the payload starts), as :meth:`ingress_pass` makes it."""
+        st = self._ffi.new("uint8_t[]", self._state_size)
+        self._ffi.memmove(st, state, self._state_size)
+        job = EgressJob(port, st, NATIVE_JOB, NativeSm(priority), data[poff:], data, 0, priority)
+        job.truncate = 0
+        return job
+
+    @property
+    def state_size(self) -> int:
+        return self._state_size
+
     def _after_call(self) -> None:
         stats = self._stats
         if stats[ST_DIGESTS]:

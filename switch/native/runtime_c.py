@@ -7,7 +7,25 @@ generated ``P_parser`` ... ``D_deparser``). :data:`CDEF` is what Python sees thr
 
 from __future__ import annotations
 
-CDEF = """
+RING_TYPES = """
+/* one port's rings and counters for tf_ring_round (switch.device.fastpath) */
+typedef struct {
+    uint8_t *rx; int rx_fs, rx_nfr, rx_idx, check_outgoing;
+    uint8_t *tx; int tx_fs, tx_nfr, tx_idx, tx_data, tx_pending, fd;
+    int number, max_untagged, max_frame, fast;
+    double rate_bps, rate_pps, next_free;
+    uint64_t rx_n, out_n, enq_n, tx_malformed, tx_errors; int64_t tx_n;
+} tf_port;
+typedef struct {
+    int nq; double burst; int odd;
+    int spill_kind, spill_port, spill_in, spill_prio, spill_len, spill_poff;
+    uint8_t *spill; uint8_t *state;
+    int ndrop, drop_cap; int *drop_code; int *drop_port;
+} tf_round;
+"""
+
+CDEF = (
+    """
 typedef struct tf_sw tf_sw;
 tf_sw *tf_new(void);
 void tf_free(tf_sw *X);
@@ -30,15 +48,25 @@ int tf_egress(tf_sw *X, const uint8_t *state, const uint8_t *payload, int plen,
               int eport, uint64_t now, const uint64_t *enq, int has_enq,
               uint8_t *out, int *res);
 int tf_table_hits(tf_sw *X, int t, int *out, int cap);
+"""
+    + RING_TYPES
+    + """
+int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t now,
+                  const int16_t *pmap, int pmap_n, tf_round *R);
 extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
 """
+)
 
-RUNTIME = r"""
+RUNTIME = (
+    r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct tf_sw tf_sw;
+"""
+    + RING_TYPES
+    + r"""
 static uint64_t tf_py_random(void *, uint64_t, uint64_t);  /* extern "Python" (cffi) */
 typedef unsigned __int128 u128;
 typedef uint8_t u8;
@@ -347,8 +375,12 @@ static int table_load(tf_table *t, int n, const u64 *kv, const u64 *kr, const in
     return 0;
 }
 """
+)
 
 DRIVER = r"""
+#include <errno.h>
+#include <stddef.h>
+#include <sys/socket.h>
 tf_sw *tf_new(void) {
     tf_sw *X = calloc(1, sizeof(tf_sw));
     if (!X) return NULL;
@@ -419,5 +451,195 @@ int tf_run(tf_sw *X, int n, const int *in_port, int port, const uint8_t *in,
         out_off[i + 1] = o;
     }
     return n;
+}
+
+/* -- the data path's fast round on PACKET_MMAP TPACKET_V2 rings (switch.device.fastpath) ----
+ * Reads ready frames from the ports' RX rings in place (fair across ports, as
+ * PortSet.recv_batch), runs ingress, and where the per-packet path would cut the packet through
+ * the traffic manager (the port's queues empty, its rate allows it now within the burst, a
+ * queue for its priority) runs egress and writes the frame into the egress port's TX ring,
+ * with the traffic manager's accounting (enqueued and dequeued, the rate's next departure).
+ * Stops before a frame it does not handle (VLAN-stripped, partial checksum, truncated, runt,
+ * outgoing, jumbo: left in the ring, R->odd = its port's index + 1) and after a packet that must go through Python
+ * (R->spill_kind 1: its ingress state and frame, to be queued; 2: an output frame whose TX ring
+ * is full). Every TX ring with requested slots is kicked before returning. */
+
+#define TF_RING_MAX_FRAME 16384
+#define TPS_USER 1u
+#define TPS_CSUMNOTREADY (1u << 3)
+#define TPS_VLAN_VALID (1u << 4)
+#define TPS_SEND_REQUEST 1u
+#define TPS_WRONG_FORMAT 4u
+
+static inline uint32_t ring_status(const u8 *slot) {
+    return __atomic_load_n((const uint32_t *)slot, __ATOMIC_ACQUIRE);
+}
+static inline void ring_set_status(u8 *slot, uint32_t v) {
+    __atomic_store_n((uint32_t *)slot, v, __ATOMIC_RELEASE);
+}
+
+/* the requested slots taken back (the kernel refused them): how many */
+static int ring_drop_requested(tf_port *q) {
+    int idx = q->tx_idx, dropped = 0;
+    while (dropped < q->tx_nfr) {
+        int prev = idx ? idx - 1 : q->tx_nfr - 1;
+        u8 *slot = q->tx + (size_t)prev * q->tx_fs;
+        if (ring_status(slot) != TPS_SEND_REQUEST) break;
+        ring_set_status(slot, 0);
+        idx = prev;
+        dropped++;
+    }
+    q->tx_idx = idx;
+    return dropped;
+}
+
+/* send every requested slot (never blocks); as PacketRings.kick */
+static void ring_kick(tf_port *q) {
+    if (!q->tx_pending) return;
+    if (send(q->fd, NULL, 0, MSG_DONTWAIT) < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        q->tx_pending = 0;
+        int d = ring_drop_requested(q);
+        q->tx_errors += (uint64_t)d;
+        q->tx_n -= d;
+        return;
+    }
+    q->tx_pending = 0;
+}
+
+static inline void ring_release_rx(tf_port *p, u8 *slot) {
+    ring_set_status(slot, 0);
+    if (++p->rx_idx == p->rx_nfr) p->rx_idx = 0;
+}
+
+static inline void ring_drop(tf_round *R, int code, int port) {
+    R->drop_code[R->ndrop] = code;
+    R->drop_port[R->ndrop] = port;
+    R->ndrop++;
+}
+
+/* one frame of port p: 0 none ready, 1 done, -1 done and the round must stop, -2 odd */
+static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_t *pmap,
+                    int pmap_n, tf_round *R, u8 *obuf) {
+    u8 *slot = p->rx + (size_t)p->rx_idx * p->rx_fs;
+    uint32_t status = ring_status(slot);
+    if (!(status & TPS_USER)) return 0;
+    uint32_t len, snap;
+    uint16_t mac;
+    memcpy(&len, slot + 4, 4);
+    memcpy(&snap, slot + 8, 4);
+    memcpy(&mac, slot + 12, 2);
+    if ((status & (TPS_VLAN_VALID | TPS_CSUMNOTREADY)) || snap != len || len < 14
+        || len > TF_RING_MAX_FRAME || (p->check_outgoing && slot[32 + 10] == 4)) {
+        R->odd = (int)(p - P) + 1;
+        return -2;
+    }
+    const u8 *data = slot + mac;
+    int r[4] = {0, 0, 0, 0};
+    p->rx_n++;
+    X->stats[ST_RECEIVED]++;
+    int st = ingress_part(X, p->number, data, (int)len, now, r);
+    if (st) {
+        X->stats[ST_DROPPED]++;
+        ring_drop(R, st, p->number);
+        ring_release_rx(p, slot);
+        return 1;
+    }
+    int eport = r[1], poff = r[2], prio = sm_priority(X);
+    int k = eport >= 0 && eport < pmap_n ? pmap[eport] : -1;
+    tf_port *q = k >= 0 ? &P[k] : NULL;
+    int fast = q != NULL && q->fast && prio >= 0 && prio < R->nq;
+    int rated = fast && (q->rate_bps > 0 || q->rate_pps > 0);
+    if (rated && (R->burst <= 0 || q->next_free > (double)now + R->burst)) fast = 0;
+    if (!fast) {  /* the traffic manager decides in Python: queue it, or a port it has no ring of */
+        memcpy(R->state + offsetof(tf_state, hdr), &X->hdr, sizeof X->hdr);
+        memcpy(R->state + offsetof(tf_state, meta), &X->meta, sizeof X->meta);
+        memcpy(R->state + offsetof(tf_state, sm), &X->sm, sizeof X->sm);
+        ((tf_state *)R->state)->itrunc = X->trunc;
+        memcpy(R->spill, data, len);
+        R->spill_kind = 1; R->spill_port = eport; R->spill_in = p->number;
+        R->spill_prio = prio; R->spill_len = (int)len; R->spill_poff = poff;
+        ring_release_rx(p, slot);
+        return -1;
+    }
+    q->enq_n++;
+    if (rated) {  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
+        uint64_t nbytes = (uint64_t)((int)len - poff) + 64;
+        double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
+                                      : 1e6 / q->rate_pps;
+        double start = q->next_free > (double)now - cost ? q->next_free : (double)now;
+        q->next_free = start + cost;
+    }
+    u64 enq[4] = {now & 0xFFFFFFFFull, 0, 0, 0};
+    set_enq(X, enq, 1);
+    int e = egress_part(X, eport, X->trunc, data + poff, (int)len - poff, now, obuf, r);
+    if (e) {
+        X->stats[ST_DROPPED]++;
+        ring_drop(R, 2, eport);
+        ring_release_rx(p, slot);
+        return 1;
+    }
+    int n = r[3];
+    q->out_n++;
+    ring_release_rx(p, slot);
+    if (n < 14 || (n > q->max_untagged
+                   && !(n <= q->max_frame && obuf[12] == 0x81 && obuf[13] == 0x00)
+                   && !(n <= q->max_frame && obuf[12] == 0x88 && obuf[13] == 0xA8))
+        || n > q->tx_fs - q->tx_data) {
+        q->tx_malformed++;
+        return 1;
+    }
+    u8 *ts = q->tx + (size_t)q->tx_idx * q->tx_fs;
+    uint32_t tst = ring_status(ts);
+    if (tst != 0 && tst != TPS_WRONG_FORMAT) {
+        ring_kick(q);  /* ring full: push out what is requested, look again */
+        tst = ring_status(ts);
+    }
+    if (tst == TPS_WRONG_FORMAT) q->tx_errors++;
+    else if (tst != 0) {
+        memcpy(R->spill, obuf, (size_t)n);
+        R->spill_kind = 2; R->spill_port = eport; R->spill_len = n;
+        return -1;
+    }
+    memcpy(ts + q->tx_data, obuf, (size_t)n);
+    uint32_t n32 = (uint32_t)n;
+    memcpy(ts + 4, &n32, 4);
+    ring_set_status(ts, TPS_SEND_REQUEST);
+    if (++q->tx_idx == q->tx_nfr) q->tx_idx = 0;
+    q->tx_pending++;
+    q->tx_n++;
+    return 1;
+}
+
+int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t now,
+                  const int16_t *pmap, int pmap_n, tf_round *R) {
+    u8 obuf[TF_RING_MAX_FRAME + MAX_HEADER_BYTES + 64];
+    int got = 0, room = limit, stop = 0;
+    R->odd = 0; R->spill_kind = 0; R->ndrop = 0;
+    if (np <= 0) return 0;
+    if (limit > R->drop_cap) room = limit = R->drop_cap;
+    while (room > 0 && !stop) {
+        int quota = room / np ? room / np : 1, busy = 0;
+        for (int i = 0; i < np && !stop; i++) {
+            tf_port *p = &P[(start + i) % np];
+            if (!p->rx) continue;
+            int take = quota < room ? quota : room, n = 0;
+            while (n < take) {
+                if (X->stats[ST_DIGESTS] >= (u64)X->dig_cap) { stop = 1; break; }
+                int rc = ring_one(X, P, p, now, pmap, pmap_n, R, obuf);
+                if (rc == 0) break;
+                if (rc == -2) { stop = 1; break; }
+                n++;
+                if (rc < 0) { stop = 1; break; }
+            }
+            room -= n;
+            got += n;
+            if (n == take) busy = 1;
+            if (room <= 0) break;
+        }
+        if (!busy) break;
+    }
+    for (int i = 0; i < np; i++) ring_kick(&P[i]);
+    return got;
 }
 """

@@ -1,0 +1,193 @@
+"""The data path's fast round: receive, pipeline and transmit in one call into the native C.
+
+When the running program is native (:class:`switch.native.NativeSwitch`) and every port has
+PACKET_MMAP RX and TX rings, :meth:`RingFastPath.round` hands the rings to the generated
+``tf_ring_round``: it reads the ready frames in place (fair across ports, as
+:meth:`PortSet.recv_batch <switch.device.ports.PortSet.recv_batch>`), runs ingress, and for
+every packet the per-packet path would cut through the traffic manager (its port's queues
+empty, its rate allowing it now within the burst allowance, a queue for its priority) runs
+egress and writes the frame straight into the egress port's TX ring, kicking each ring once.
+No Python object is made per packet. What the C does not decide comes back to Python, which
+then does exactly what the per-packet path does:
+
+* a packet for a port that must queue, the CPU port or a port without a ring: the round stops
+  after its ingress and the packet goes to :meth:`Device._enqueue` with its C state;
+* an output whose TX ring is full: the round stops and it is sent on the plain socket;
+* a frame the rings' slow path handles (VLAN tag taken out, partial checksum, truncated, runt,
+  outgoing, jumbo): the round stops before it, and that frame is read by the ring's Python
+  code and goes through the per-packet path.
+
+The accounting is the per-packet path's: device and port counters, the traffic manager's
+enqueued/dequeued counts and rate schedule (``next_free_us``, the same arithmetic), drops by
+reason and port, the executor's counters, digests. Call :meth:`RingFastPath.round` with the
+device lock held, from the data-path thread only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from switch.device.device import Device
+from switch.device.ports import PortSet
+from switch.native.executor import NativeSwitch
+from switch.pipeline.drops import DropReason
+from switch.pipeline.v1model import V1Switch
+
+PMAP_N = 1024  # egress port numbers the C maps to rings (others go through Python)
+MAX_LIMIT = 256  # frames per round at most
+SPILL_BYTES = 16384 + 4096
+
+
+class RingFastPath:
+    """One switch's fast round (see the module); ``round`` returns -1 where it does not apply."""
+
+    def __init__(self, device: Device, ports: PortSet) -> None:
+        self.device = device
+        self.ports = ports
+        self._order = ports.ports
+        self.usable = bool(self._order) and all(
+            p.rx_mode == "ring" and p.tx_mode == "ring" for p in self._order
+        )
+        self._seen: V1Switch | None = None  # the executor the last round saw
+        self._sw: NativeSwitch | None = None  # it, when it is native and the rings usable
+        self._lib: Any = None
+        self.rounds = 0  # rounds run in C
+        self.frames = 0  # frames those rounds took
+
+    def _bind(self, seen: V1Switch | None) -> None:
+        self._seen = seen
+        self._sw = None
+        self._lib = None
+        if not self.usable or not isinstance(seen, NativeSwitch):
+            return
+        sw = self._sw = seen
+        ffi, lib, handle = sw.ring_api()
+        n = len(self._order)
+        ports = ffi.new("tf_port[]", n)
+        pmap = ffi.new("int16_t[]", [-1] * PMAP_N)
+        for k, port in enumerate(self._order):
+            rings = port._rings
+            assert rings is not None
+            # The mapping's address (the buffer export is released at once so that the rings
+            # can still be closed; rounds check ``closed`` first).
+            buf = ffi.from_buffer(rings.mm)
+            base = int(ffi.cast("uintptr_t", buf))
+            ffi.release(buf)
+            c = ports[k]
+            c.rx = ffi.cast("uint8_t *", base)
+            c.rx_fs, c.rx_nfr = rings.frame_size, rings.rx_frames
+            c.check_outgoing = int(rings.check_outgoing)
+            c.tx = ffi.cast("uint8_t *", base + rings.tx_base)
+            c.tx_fs, c.tx_nfr, c.tx_data = rings.frame_size, rings.tx_frames, rings.tx_data
+            c.fd = rings.sock.fileno()
+            c.number = port.number
+            c.max_untagged, c.max_frame = port.max_untagged, port.max_frame
+            if 0 <= port.number < PMAP_N:
+                pmap[port.number] = k
+        r = ffi.new("tf_round *")
+        spill = ffi.new("uint8_t[]", SPILL_BYTES)
+        state = ffi.new("uint8_t[]", max(sw.state_size, 1))
+        codes = ffi.new("int[]", MAX_LIMIT)
+        dports = ffi.new("int[]", MAX_LIMIT)
+        r.spill, r.state, r.drop_code, r.drop_port, r.drop_cap = (
+            spill,
+            state,
+            codes,
+            dports,
+            MAX_LIMIT,
+        )
+        self._keep = (spill, state, codes, dports)
+        self._ffi, self._lib, self._handle = ffi, lib, handle
+        self._ports, self._pmap, self._r = ports, pmap, r
+
+    def round(self, limit: int) -> int:
+        """Frames taken from the rings (0: none ready), or -1: run a Python round instead."""
+        dev = self.device
+        if dev.switch is not self._seen:
+            self._bind(dev.switch)
+        sw = self._sw
+        if sw is None or dev._ready or self.ports.closed:
+            return -1
+        tm = dev.tm
+        cports = self._ports
+        order = self._order
+        for k, port in enumerate(order):
+            rings = port._rings
+            if port.closed or rings is None:
+                return -1
+            c = cports[k]
+            c.rx_idx, c.tx_idx, c.tx_pending = rings.rx_idx, rings.tx_idx, rings.tx_pending
+            pq = tm.ports.get(port.number)
+            if pq is None:  # a queue the traffic manager would make with the defaults
+                c.fast = 1 if tm.default_depth > 0 else 0
+                c.rate_bps, c.rate_pps, c.next_free = tm.default_rate_bps, tm.default_rate_pps, 0.0
+            else:
+                c.fast = 0 if any(pq.queues) or not all(pq.depth) else 1
+                c.rate_bps, c.rate_pps, c.next_free = pq.rate_bps, pq.rate_pps, pq.next_free_us
+        r = self._r
+        r.nq, r.burst = tm.nq, tm.burst_us
+        perr = sw.before_ring_round()
+        now = dev.now_us()
+        pset = self.ports
+        n = len(order)
+        start = pset._rr
+        pset._rr = start + 1 if start + 1 < n else 0
+        got = int(
+            self._lib.tf_ring_round(
+                self._handle, cports, n, start, min(limit, MAX_LIMIT), now, self._pmap, PMAP_N, r
+            )
+        )
+        self.rounds += 1
+        self.frames += got
+        counters = dev.counters
+        for k, port in enumerate(order):
+            c = cports[k]
+            rings = port._rings
+            assert rings is not None
+            rings.rx_idx, rings.tx_idx, rings.tx_pending = c.rx_idx, c.tx_idx, c.tx_pending
+            if c.rx_n or c.out_n or c.enq_n or c.tx_n or c.tx_errors:
+                pc = port.counters
+                pc.rx += c.rx_n
+                pc.tx += c.tx_n
+                if c.tx_malformed:
+                    pc.malformed += c.tx_malformed
+                    pc.tx_malformed += c.tx_malformed
+                rings.tx_errors += c.tx_errors
+                counters.tx += c.out_n
+                if c.enq_n:
+                    pq = tm.ports.get(port.number) or tm.port(port.number)
+                    pq.enqueued += c.enq_n
+                    pq.dequeued += c.enq_n
+                    if pq.rate_bps or pq.rate_pps:
+                        pq.next_free_us = c.next_free
+                c.rx_n = c.out_n = c.enq_n = c.tx_n = c.tx_malformed = c.tx_errors = 0
+        counters.rx += got
+        nd = r.ndrop
+        if nd:
+            count = dev.drops.count
+            for i in range(nd):
+                code = r.drop_code[i]
+                if code & 16:
+                    reason = DropReason.PARSER_ERROR
+                elif code & 15 == 1:
+                    reason = DropReason.INGRESS_DROP
+                else:
+                    reason = DropReason.EGRESS_DROP
+                count(reason, r.drop_port[i])
+        sw.after_ring_round(got, nd, perr)
+        if r.spill_kind == 1:  # the traffic manager decides: queue, CPU port, unknown port
+            data = bytes(self._ffi.buffer(r.spill, r.spill_len))
+            job = sw.ring_job(r.spill_port, r.state, r.spill_prio, data, r.spill_poff)
+            dev._enqueue([job], now)
+        elif r.spill_kind == 2:  # the TX ring was full: after what it holds, on the plain socket
+            port = pset[r.spill_port]
+            port.counters.tx += port._send_plain([bytes(self._ffi.buffer(r.spill, r.spill_len))])
+        if r.odd:  # the ring's slow path for that one frame, then the per-packet path
+            odd: list[tuple[int, bytes]] = []
+            order[r.odd - 1].read_into(odd, 1)
+            if odd:
+                dev.receive_batch(odd)
+                got += 1
+        if sw.state.digests and dev.on_digest is not None:
+            dev.on_digest()
+        return got
