@@ -2,6 +2,7 @@
  *
  *   udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD_BYTES SENDER_ID [SRC [RUN]]
  *   udpblast recv PORT DURATION_S [RUN]
+ *   udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S
  *
  * Every datagram's payload starts with a 24-byte header (network byte order):
  *   magic "TFUB" (4) | version u8 = 1 | sender id u8 | run u16 | seq u64 | send time u64
@@ -17,6 +18,10 @@
  * step of a benchmark that left datagrams behind in the network) as stale; prints one JSON
  * line: packets, bytes, bad, duplicates, stale, first/last receive time, one-way latency p50/p99/max in microseconds
  * (nearest rank over every datagram received).
+ * raw: sends one Ethernet frame (given in hex) over and over on IFNAME from a packet socket
+ * (sendmmsg, bypassing the qdisc), RATE_PPS per second (0: as fast as it can) for DURATION_S
+ * seconds or until SIGINT/SIGTERM, then prints sent, send_errors, duration_s (switch.bench_net's
+ * generator: tcpreplay's one send per frame tops out near 300k frames/s here).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,6 +255,71 @@ static int do_recv(int argc, char **argv) {
     return 0;
 }
 
+static int do_raw(int argc, char **argv) {
+    if (argc < 6) return 2;
+    double rate = atof(argv[4]), duration = atof(argv[5]);
+    const char *hex = argv[3];
+    size_t hl = strlen(hex);
+    static unsigned char frame[9216];
+    if (hl % 2 || hl / 2 < 14 || hl / 2 > sizeof frame || rate < 0 || duration <= 0) {
+        fprintf(stderr, "udpblast: a frame of 14..9216 bytes in hex, rate >= 0, duration > 0\n");
+        return 2;
+    }
+    for (size_t i = 0; i < hl / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
+            fprintf(stderr, "udpblast: the frame is not hex\n");
+            return 2;
+        }
+        frame[i] = (unsigned char)v;
+    }
+    unsigned ifindex = if_nametoindex(argv[2]);
+    if (!ifindex) { fprintf(stderr, "udpblast: no interface %s\n", argv[2]); return 1; }
+    int fd = socket(AF_PACKET, SOCK_RAW, 0);
+    if (fd < 0) { perror("udpblast: socket"); return 1; }
+    int on = 1, sndbuf = 4 << 20;
+    setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &on, sizeof on);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    struct sockaddr_ll sll;
+    memset(&sll, 0, sizeof sll);
+    sll.sll_family = AF_PACKET;
+    sll.sll_ifindex = (int)ifindex;
+    if (bind(fd, (struct sockaddr *)&sll, sizeof sll)) { perror("udpblast: bind"); return 1; }
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov = {frame, hl / 2};
+    memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < BATCH; i++) {
+        msgs[i].msg_hdr.msg_iov = &iov;
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    uint64_t seq = 0, errors = 0;
+    int64_t start = now_ns(CLOCK_MONOTONIC), end = start + (int64_t)(duration * 1e9);
+    int64_t next = start;
+    while (!stop_flag) {
+        int64_t t = now_ns(CLOCK_MONOTONIC);
+        if (t >= end) break;
+        uint64_t due = rate > 0 ? (uint64_t)((double)(t - start) * rate / 1e9) + 1 : seq + BATCH;
+        while (seq < due && !stop_flag) {
+            int n = (int)(due - seq < BATCH ? due - seq : BATCH);
+            int sent = sendmmsg(fd, msgs, (unsigned)n, 0);
+            if (sent <= 0) { errors++; seq++; continue; }
+            seq += (uint64_t)sent;
+        }
+        if (rate <= 0) continue;
+        next += TICK_NS;
+        if (next > t) {
+            struct timespec ts = {next / 1000000000LL, next % 1000000000LL};
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        } else {
+            next = t;
+        }
+    }
+    double took = (double)(now_ns(CLOCK_MONOTONIC) - start) / 1e9;
+    printf("{\"sent\": %llu, \"send_errors\": %llu, \"duration_s\": %.6f}\n",
+           (unsigned long long)(seq - errors), (unsigned long long)errors, took);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -262,7 +334,13 @@ int main(int argc, char **argv) {
         if (rc == 2) fprintf(stderr, "usage: udpblast recv PORT DURATION_S [RUN]\n");
         return rc;
     }
+    if (argc >= 2 && !strcmp(argv[1], "raw")) {
+        int rc = do_raw(argc, argv);
+        if (rc == 2) fprintf(stderr, "usage: udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
+        return rc;
+    }
     fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC|- [RUN]]\n"
-                    "       udpblast recv PORT DURATION_S [RUN]\n");
+                    "       udpblast recv PORT DURATION_S [RUN]\n"
+                    "       udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
     return 2;
 }

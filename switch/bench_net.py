@@ -10,12 +10,15 @@ may use ``{if1}``, ``{if2}`` (its two interfaces: port 1 faces the source, port 
 runs once the switch is started, e.g. to push a pipeline and a route. Forwarding is then probed
 until a frame crosses, and measured:
 
-* **throughput**: ONE 64-byte-payload IPv6/UDP frame (126 bytes on the wire) is looped by
-  ``tcpreplay`` from the source namespace, at top speed and at the ``--rates`` given. Offered
+* **throughput**: ONE 64-byte-payload IPv6/UDP frame (126 bytes on the wire) is sent over and
+  over from the source namespace, at top speed and at the ``--rates`` given, by ``udpblast
+  raw`` (``experiments/udpblast.c``: ``sendmmsg`` batches from a packet socket, built into
+  ``build/``; ``--generator tcpreplay``: looped by tcpreplay, one system call per frame, which
+  tops out near 300k frames/s on this machine). Offered
   = growth of ``sw1``'s receive counter, delivered = growth of the sink veth's receive counter
   (``/proc/net/dev`` of the sink namespace: the same counter as
   ``/sys/class/net/<if>/statistics/rx_packets`` there), both over ``--duration`` seconds after
-  a one-second warm-up; tcpreplay's own rate is reported too.
+  a one-second warm-up; the generator's own rate is reported too (column ``tcpreplay_pps``).
 * **latency**: ``--latency-count`` frames at ``--latency-pps`` from a packet socket in the
   source namespace, each carrying its send time (CLOCK_REALTIME); the sink's packet socket
   takes the kernel's receive timestamp (``SO_TIMESTAMPNS``). p50/p99 of the difference, by
@@ -37,6 +40,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -90,6 +94,7 @@ CSV_FIELDS = [
     "lost",
     "duration_s",
     "frame_bytes",
+    "generator",
 ]
 
 
@@ -282,8 +287,9 @@ class ThroughputResult:
     target_pps: str  # "top" or the rate asked of tcpreplay
     offered_pps: float
     delivered_pps: float
-    tcpreplay_pps: float | None
+    tcpreplay_pps: float | None  # the generator's own rate (tcpreplay's, or udpblast's)
     duration_s: float
+    generator: str = "tcpreplay"
 
     @property
     def delivery_ratio(self) -> float:
@@ -323,6 +329,7 @@ class BenchResult:
                     "tcpreplay_pps": "" if t.tcpreplay_pps is None else round(t.tcpreplay_pps),
                     "duration_s": round(t.duration_s, 3),
                     "frame_bytes": self.frame_bytes,
+                    "generator": t.generator,
                 }
             )
         if self.latency:
@@ -347,6 +354,32 @@ class BenchResult:
 _TCPREPLAY_RATE = re.compile(r"Rated:\s*[\d.]+\s*Bps,\s*[\d.]+\s*Mbps,\s*([\d.]+)\s*pps")
 
 
+BLAST_SOURCE = Path(__file__).resolve().parents[1] / "experiments" / "udpblast.c"
+
+
+def build_blaster(build_dir: Path) -> Path:
+    """``udpblast`` (its ``raw`` mode is the fast generator) compiled into ``build_dir``.
+
+    Raises:
+        RuntimeError: no C compiler, or the source did not compile.
+    """
+    exe = build_dir / "udpblast"
+    if exe.exists() and exe.stat().st_mtime >= BLAST_SOURCE.stat().st_mtime:
+        return exe
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc/gcc) on PATH to build udpblast")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    tmp = build_dir / f".udpblast-{os.getpid()}"
+    proc = subprocess.run(
+        [cc, "-O2", "-Wall", "-o", str(tmp), str(BLAST_SOURCE)], capture_output=True, text=True
+    )
+    if proc.returncode:
+        raise RuntimeError(f"cannot compile {BLAST_SOURCE}: {proc.stderr.strip()}")
+    os.replace(tmp, exe)
+    return exe
+
+
 def measure_throughput(
     top: Topology,
     pcap: Path,
@@ -355,25 +388,36 @@ def measure_throughput(
     warmup: float = 1.0,
     gen_cpu: int | None = None,
     pps_multi: int = 10,
+    blaster: Path | None = None,
+    frame: bytes = b"",
 ) -> ThroughputResult:
-    """Loop ``pcap`` with tcpreplay (``rate`` pps, None: top speed) and count what crosses."""
-    argv = [
-        "tcpreplay",
-        "-q",
-        "-K",
-        f"--intf1={top.src_if}",
-        "--loop=0",
-        f"--duration={int(warmup + duration + 2)}",
-    ]
-    if rate is None:
-        argv += ["--topspeed"]
+    """Loop ``pcap`` with tcpreplay (``rate`` pps, None: top speed) and count what crosses.
+
+    With ``blaster`` (``udpblast``), its ``raw`` mode sends ``frame`` instead (``sendmmsg``
+    batches: tcpreplay's one system call per frame tops out near 300k frames/s here).
+    """
+    if blaster is not None:
+        argv = [str(blaster), "raw", top.src_if, frame.hex(), str(rate or 0)]
+        argv.append(str(int(warmup + duration + 2)))
     else:
-        # tcpreplay's default timer (gtod) spins a whole CPU even at low rates; sleeping and
-        # sending in bursts of ``pps_multi`` leaves the CPU to the switch.
-        argv += [f"--pps={rate}", f"--pps-multi={pps_multi}", "--timer=nano"]
+        argv = [
+            "tcpreplay",
+            "-q",
+            "-K",
+            f"--intf1={top.src_if}",
+            "--loop=0",
+            f"--duration={int(warmup + duration + 2)}",
+        ]
+        if rate is None:
+            argv += ["--topspeed"]
+        else:
+            # tcpreplay's default timer (gtod) spins a whole CPU even at low rates; sleeping
+            # and sending in bursts of ``pps_multi`` leaves the CPU to the switch.
+            argv += [f"--pps={rate}", f"--pps-multi={pps_multi}", "--timer=nano"]
+        argv.append(str(pcap))
     if gen_cpu is not None:
         argv = ["taskset", "-c", str(gen_cpu), *argv]
-    argv = ["ip", "netns", "exec", top.src_ns, *argv, str(pcap)]
+    argv = ["ip", "netns", "exec", top.src_ns, *argv]
     with tempfile.TemporaryFile() as out:
         gen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         try:
@@ -395,13 +439,20 @@ def measure_throughput(
                 gen.wait()
         out.seek(0)
         text = out.read().decode(errors="replace")
-    m = _TCPREPLAY_RATE.search(text)
+    gen_pps: float | None = None
+    if blaster is not None:
+        m2 = re.search(r'"sent": (\d+), "send_errors": \d+, "duration_s": ([\d.]+)', text)
+        gen_pps = int(m2.group(1)) / float(m2.group(2)) if m2 and float(m2.group(2)) else None
+    else:
+        m = _TCPREPLAY_RATE.search(text)
+        gen_pps = float(m.group(1)) if m else None
     return ThroughputResult(
         target_pps="top" if rate is None else str(rate),
         offered_pps=(off1 - off0) / elapsed,
         delivered_pps=(del1 - del0) / elapsed,
-        tcpreplay_pps=float(m.group(1)) if m else None,
+        tcpreplay_pps=gen_pps,
         duration_s=elapsed,
+        generator="tcpreplay" if blaster is None else "udpblast",
     )
 
 
@@ -501,16 +552,21 @@ def run_benchmark(
     switch_cpu: int | None = None,
     gen_cpu: int | None = None,
     progress: bool = False,
+    generator: str = "tcpreplay",
 ) -> BenchResult:
     """Build the topology, start the switch, measure; everything is torn down afterwards.
 
-    ``rates``: offered rates in pps for tcpreplay, ``None`` for top speed.
+    ``rates``: offered rates in pps, ``None`` for top speed. ``generator``: ``tcpreplay`` or
+    ``udpblast`` (its ``raw`` mode, built into ``build/`` here).
     ``latency_count=0`` skips the latency test.
     """
     reason = net_unavailable_reason()
     if reason:
         raise RuntimeError(reason)
     frame = ipv6_udp_frame(dst, dst_mac=dst_mac)
+    if generator not in ("tcpreplay", "udpblast"):
+        raise ValueError(f"generator must be tcpreplay or udpblast, got {generator!r}")
+    blaster = build_blaster(Path("build")) if generator == "udpblast" else None
     result = BenchResult(switch=switch_cmd, frame_bytes=len(frame))
     with tempfile.TemporaryDirectory(prefix="tf-bench-") as tmp, topology() as top:
         pcap = Path(tmp) / "frame.pcap"
@@ -528,13 +584,15 @@ def run_benchmark(
                 if progress:
                     print(f"latency: {asdict(result.latency)}", file=sys.stderr)
             for rate in rates:
-                res = measure_throughput(top, pcap, rate, duration, gen_cpu=gen_cpu)
+                res = measure_throughput(
+                    top, pcap, rate, duration, gen_cpu=gen_cpu, blaster=blaster, frame=frame
+                )
                 result.throughput.append(res)
                 if progress:
                     print(
                         f"rate {res.target_pps}: offered {res.offered_pps:,.0f} pps, "
                         f"delivered {res.delivered_pps:,.0f} pps "
-                        f"(tcpreplay {res.tcpreplay_pps})",
+                        f"({res.generator} {res.tcpreplay_pps})",
                         file=sys.stderr,
                     )
                 if proc.poll() is not None:
@@ -668,7 +726,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dst-mac", default=SINK_MAC)
     ap.add_argument("--ready-timeout", type=float, default=60.0)
     ap.add_argument("--switch-cpu", type=int, help="pin the switch to this CPU (taskset)")
-    ap.add_argument("--gen-cpu", type=int, help="pin tcpreplay to this CPU (taskset)")
+    ap.add_argument("--gen-cpu", type=int, help="pin the generator to this CPU (taskset)")
+    ap.add_argument(
+        "--generator",
+        choices=("udpblast", "tcpreplay"),
+        default="udpblast",
+        help="udpblast raw (experiments/udpblast.c, sendmmsg batches; default) or tcpreplay "
+        "(one send per frame: about 300k frames/s at most here)",
+    )
     ap.add_argument("--log", type=Path, help="append the switch's output here")
     a = ap.parse_args(args)
     results = []
@@ -687,6 +752,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log=a.log,
                 switch_cpu=a.switch_cpu,
                 gen_cpu=a.gen_cpu,
+                generator=a.generator,
                 progress=True,
             )
         )
