@@ -11,7 +11,7 @@ processes. Each gets ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZ
 ``MASTER_ADDR`` and ``MASTER_PORT``; on fabric hosts also ``TAILFABRIC_TOPOLOGY`` and
 ``TAILFABRIC_HOST`` (the ``tailfabric`` backend's paths) and ``GLOO_SOCKET_IFNAME`` (gloo
 talks over the host's plane-0 NIC; ``MASTER_ADDR`` is rank 0's plane-0 address, which rank 0
-reaches through ``lo``: tf-run brings it up in each host, where the fabric leaves it down). Every line a
+reaches through ``lo``: the fabric's host set-up brings it up, and tf-run makes sure). Every line a
 rank prints (stdout and stderr) comes out prefixed with ``[rank i host]``; when a rank fails
 (non-zero exit) or on Ctrl-C the others are terminated, then killed after a grace period, and
 tf-run exits with the first failure's status (0 when every rank succeeded).
@@ -214,8 +214,8 @@ class Launch:
 
 
 def _loopback_up(spec: RankSpec) -> None:
-    """Bring up ``lo`` in the rank's host: the fabric's hosts leave it down, and rank 0
-    reaches its own rendezvous server (``MASTER_ADDR`` is its own address) through it.
+    """Bring up ``lo`` in the rank's host (the fabric's set-up does; a fabric brought up by an
+    older checkout left it down), through which rank 0 reaches its own rendezvous server (``MASTER_ADDR`` is its own address) through it.
 
     Raises:
         LaunchError: ``ip`` failed in that host.

@@ -106,8 +106,10 @@ def host_config(fabric: Fabric, name: str) -> HostConfig:
 
 
 def ip_batch(cfg: HostConfig) -> str:
-    """``ip -batch`` input (the family follows each address): links up, addresses, neighbours, routes."""
-    lines = [f"link set dev {ifname} up" for ifname in cfg.ifnames]
+    """``ip -batch`` input (the family follows each address): links up (``lo`` too: a new
+    namespace's loopback is down, and programs on a host reach their own listeners through
+    it), addresses, neighbours, routes."""
+    lines = ["link set dev lo up"] + [f"link set dev {ifname} up" for ifname in cfg.ifnames]
     lines += [f"addr add {cidr} dev {ifname} nodad" for ifname, cidr in cfg.addresses]
     lines += [
         f"neigh replace {n.address} lladdr {n.mac} dev {n.ifname} nud permanent"

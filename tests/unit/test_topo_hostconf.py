@@ -94,6 +94,7 @@ def test_ip_batch_orders_addresses_then_neighbours_then_routes() -> None:
     lines = ip_batch(host_config(build_fabric(FabricSpec()), "h2")).splitlines()
     kinds = [line.split()[0] for line in lines]
     assert kinds == sorted(kinds, key=["link", "addr", "neigh", "route"].index)
+    assert lines[0] == "link set dev lo up"
     assert "addr add fcbb:bb00:8010::/128 dev h2-eth0 nodad" in lines
     assert "neigh replace fe80::1 lladdr 02:01:00:00:00:00 dev h2-eth0 nud permanent" in lines
     assert "route replace fcbb:bb00:1100::/40 via fe80::1 dev h2-eth1" in lines
