@@ -215,7 +215,8 @@ class Launch:
 
 def _loopback_up(spec: RankSpec) -> None:
     """Bring up ``lo`` in the rank's host (the fabric's set-up does; a fabric brought up by an
-    older checkout left it down), through which rank 0 reaches its own rendezvous server (``MASTER_ADDR`` is its own address) through it.
+    older checkout left it down): rank 0 reaches its own rendezvous server through it
+    (``MASTER_ADDR`` is its own address).
 
     Raises:
         LaunchError: ``ip`` failed in that host.
