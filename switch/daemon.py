@@ -21,6 +21,12 @@ drops at the ring (counted as ``rx_overrun``): the switch keeps forwarding at it
 instead of spending itself on frames it will drop. ``--busy-poll US`` keeps spinning on the
 rings for US microseconds after the last frame instead of sleeping (for a switch pinned to a
 core of its own).
+
+With a native program and PACKET_MMAP rings on every port, a round runs whole in C
+(:mod:`switch.device.fastpath`: receive, pipeline, transmit, up to ``FAST_BATCH`` frames, no
+Python object per packet); packets that must queue, go to the CPU port or to a port without a
+ring, and frames the rings' slow path handles, come back to the Python path. ``--pcap``, debug
+logging and ``--native off`` keep every round in Python.
 """
 
 from __future__ import annotations
