@@ -132,6 +132,7 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int]) -> None:
 
     dist = _init(backend, 300)
     rows = []
+    cpu0, wall0 = os.times(), time.monotonic()
     for size in sizes:
         t = torch.ones(size // 4)
         dist.barrier()
@@ -144,11 +145,39 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int]) -> None:
             dist.all_reduce(t)
             lat.append(time.monotonic() - t0)
         rows.append({"size_bytes": size, "latencies_s": lat})
+    cpu1 = os.times()
+    busy = cpu1.user - cpu0.user + cpu1.system - cpu0.system
+    print(f"{backend}: this rank used {busy / (time.monotonic() - wall0):.0%} of a core")
+    if backend == "tailfabric":
+        _print_transport(dist)
     if dist.get_rank() == 0:
         out.write_text(
             json.dumps({"backend": backend, "ranks": dist.get_world_size(), "rows": rows})
         )
     dist.destroy_process_group()
+
+
+def _print_transport(dist: Any) -> None:
+    """Each MRC connection's window, RTT, losses and per-plane packets (into the ranks' log:
+    what held a sweep back)."""
+    from host.torchdist.backend import ProcessGroupTailfabric
+
+    pg = dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupTailfabric):
+        return
+    for peer, conn in pg.mesh.conns.items():
+        st = conn.stats()
+        planes: dict[int, int] = {}
+        marks = 0
+        for ev in conn.ev_stats():
+            planes[ev.plane] = planes.get(ev.plane, 0) + ev.packets_sent
+            marks += ev.ecn_marks
+        print(
+            f"to rank {peer}: cwnd {st.cwnd_bytes} B, srtt {st.srtt_us / 1e3:.1f} ms, "
+            f"sent {st.packets_sent} (per plane {planes}), resent {st.retransmits} (rack "
+            f"{st.losses_rack}, rto {st.losses_rto}, nack {st.losses_nack}, ev down "
+            f"{st.losses_ev_down}), CE marks {marks}"
+        )
 
 
 def rank_stream(backend: str, out: pathlib.Path, size: int, stream_s: float) -> None:
