@@ -45,7 +45,7 @@ class RingFastPath:
         self.device = device
         self.ports = ports
         self._order = ports.ports
-        self.usable = bool(self._order) and all(
+        self.usable = 0 < len(self._order) <= 64 and all(
             p.rx_mode == "ring" and p.tx_mode == "ring" for p in self._order
         )
         self._seen: V1Switch | None = None  # the executor the last round saw
@@ -99,6 +99,47 @@ class RingFastPath:
         self._keep = (spill, state, codes, dports)
         self._ffi, self._lib, self._handle = ffi, lib, handle
         self._ports, self._pmap, self._r = ports, pmap, r
+        # per port: (rx_idx, tx_idx, tx_pending, fast, rate_bps, rate_pps, next_free) as the C
+        # has them (None: unknown, written before the next round)
+        self._cache: list[tuple[int, int, int, bool, float, float, float] | None] = [None] * n
+
+    def _read_back(self, k: int, now: int) -> None:
+        """Port ``k``'s ring indices and counters from the C into the Python objects."""
+        c = self._ports[k]
+        port = self._order[k]
+        rings = port._rings
+        assert rings is not None
+        rings.rx_idx, rings.tx_idx, rings.tx_pending = c.rx_idx, c.tx_idx, c.tx_pending
+        dev = self.device
+        tm = dev.tm
+        pc = port.counters
+        pc.rx += c.rx_n
+        pc.tx += c.tx_n
+        if c.tx_malformed:
+            pc.malformed += c.tx_malformed
+            pc.tx_malformed += c.tx_malformed
+        rings.tx_errors += c.tx_errors
+        dev.counters.tx += c.out_n
+        next_free = c.next_free
+        enq = c.enq_n
+        if enq:
+            pq = tm.ports.get(port.number) or tm.port(port.number)
+            pq.enqueued += enq
+            pq.dequeued += enq
+            if pq.rate_bps or pq.rate_pps:
+                pq.next_free_us = next_free
+        c.rx_n = c.out_n = c.enq_n = c.tx_n = c.tx_malformed = c.tx_errors = 0
+        cached = self._cache[k]
+        if cached is not None:  # C and Python agree again on this port
+            self._cache[k] = (
+                rings.rx_idx,
+                rings.tx_idx,
+                rings.tx_pending,
+                cached[3],
+                cached[4],
+                cached[5],
+                next_free if enq else cached[6],
+            )
 
     def round(self, limit: int) -> int:
         """Frames taken from the rings (0: none ready), or -1: run a Python round instead."""
@@ -111,19 +152,40 @@ class RingFastPath:
         tm = dev.tm
         cports = self._ports
         order = self._order
+        cache = self._cache
+        tm_ports = tm.ports
         for k, port in enumerate(order):
             rings = port._rings
             if port.closed or rings is None:
                 return -1
-            c = cports[k]
-            c.rx_idx, c.tx_idx, c.tx_pending = rings.rx_idx, rings.tx_idx, rings.tx_pending
-            pq = tm.ports.get(port.number)
+            pq = tm_ports.get(port.number)
             if pq is None:  # a queue the traffic manager would make with the defaults
-                c.fast = 1 if tm.default_depth > 0 else 0
-                c.rate_bps, c.rate_pps, c.next_free = tm.default_rate_bps, tm.default_rate_pps, 0.0
+                fast = tm.default_depth > 0
+                want = (
+                    rings.rx_idx,
+                    rings.tx_idx,
+                    rings.tx_pending,
+                    fast,
+                    tm.default_rate_bps,
+                    tm.default_rate_pps,
+                    0.0,
+                )
             else:
-                c.fast = 0 if any(pq.queues) or not all(pq.depth) else 1
-                c.rate_bps, c.rate_pps, c.next_free = pq.rate_bps, pq.rate_pps, pq.next_free_us
+                fast = not (tm.backlog and any(pq.queues)) and all(pq.depth)
+                want = (
+                    rings.rx_idx,
+                    rings.tx_idx,
+                    rings.tx_pending,
+                    fast,
+                    pq.rate_bps,
+                    pq.rate_pps,
+                    pq.next_free_us,
+                )
+            if want != cache[k]:  # what the C has is not what Python has: write it
+                c = cports[k]
+                c.rx_idx, c.tx_idx, c.tx_pending = want[0], want[1], want[2]
+                c.fast, c.rate_bps, c.rate_pps, c.next_free = want[3], want[4], want[5], want[6]
+                cache[k] = want
         r = self._r
         r.nq, r.burst = tm.nq, tm.burst_us
         perr = sw.before_ring_round()
@@ -140,27 +202,13 @@ class RingFastPath:
         self.rounds += 1
         self.frames += got
         counters = dev.counters
-        for k, port in enumerate(order):
-            c = cports[k]
-            rings = port._rings
-            assert rings is not None
-            rings.rx_idx, rings.tx_idx, rings.tx_pending = c.rx_idx, c.tx_idx, c.tx_pending
-            if c.rx_n or c.out_n or c.enq_n or c.tx_n or c.tx_errors:
-                pc = port.counters
-                pc.rx += c.rx_n
-                pc.tx += c.tx_n
-                if c.tx_malformed:
-                    pc.malformed += c.tx_malformed
-                    pc.tx_malformed += c.tx_malformed
-                rings.tx_errors += c.tx_errors
-                counters.tx += c.out_n
-                if c.enq_n:
-                    pq = tm.ports.get(port.number) or tm.port(port.number)
-                    pq.enqueued += c.enq_n
-                    pq.dequeued += c.enq_n
-                    if pq.rate_bps or pq.rate_pps:
-                        pq.next_free_us = c.next_free
-                c.rx_n = c.out_n = c.enq_n = c.tx_n = c.tx_malformed = c.tx_errors = 0
+        touched = int(r.touched)
+        k = 0
+        while touched:
+            if touched & 1:
+                self._read_back(k, now)
+            touched >>= 1
+            k += 1
         counters.rx += got
         nd = r.ndrop
         if nd:

@@ -17,7 +17,7 @@ typedef struct {
     uint64_t rx_n, out_n, enq_n, tx_malformed, tx_errors; int64_t tx_n;
 } tf_port;
 typedef struct {
-    int nq; double burst; int odd;
+    int nq; double burst; int odd; uint64_t touched;
     int spill_kind, spill_port, spill_in, spill_prio, spill_len, spill_poff;
     uint8_t *spill; uint8_t *state;
     int ndrop, drop_cap; int *drop_code; int *drop_port;
@@ -462,7 +462,8 @@ int tf_run(tf_sw *X, int n, const int *in_port, int port, const uint8_t *in,
  * Stops before a frame it does not handle (VLAN-stripped, partial checksum, truncated, runt,
  * outgoing, jumbo: left in the ring, R->odd = its port's index + 1) and after a packet that must go through Python
  * (R->spill_kind 1: its ingress state and frame, to be queued; 2: an output frame whose TX ring
- * is full). Every TX ring with requested slots is kicked before returning. */
+ * is full). Every TX ring with requested slots is kicked before returning. R->touched: bit k
+ * set when port k's indices or counters changed (the caller reads back only those). */
 
 #define TF_RING_MAX_FRAME 16384
 #define TPS_USER 1u
@@ -537,6 +538,7 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     const u8 *data = slot + mac;
     int r[4] = {0, 0, 0, 0};
     p->rx_n++;
+    R->touched |= 1ull << (p - P);
     X->stats[ST_RECEIVED]++;
     int st = ingress_part(X, p->number, data, (int)len, now, r);
     if (st) {
@@ -563,6 +565,7 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
         return -1;
     }
     q->enq_n++;
+    R->touched |= 1ull << k;
     if (rated) {  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
         uint64_t nbytes = (uint64_t)((int)len - poff) + 64;
         double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
@@ -615,8 +618,8 @@ int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t n
                   const int16_t *pmap, int pmap_n, tf_round *R) {
     u8 obuf[TF_RING_MAX_FRAME + MAX_HEADER_BYTES + 64];
     int got = 0, room = limit, stop = 0;
-    R->odd = 0; R->spill_kind = 0; R->ndrop = 0;
-    if (np <= 0) return 0;
+    R->odd = 0; R->spill_kind = 0; R->ndrop = 0; R->touched = 0;
+    if (np <= 0 || np > 64) return 0;
     if (limit > R->drop_cap) room = limit = R->drop_cap;
     while (room > 0 && !stop) {
         int quota = room / np ? room / np : 1, busy = 0;
@@ -639,7 +642,8 @@ int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t n
         }
         if (!busy) break;
     }
-    for (int i = 0; i < np; i++) ring_kick(&P[i]);
+    for (int i = 0; i < np; i++)
+        if (P[i].tx_pending) { ring_kick(&P[i]); R->touched |= 1ull << i; }
     return got;
 }
 """
