@@ -19,8 +19,12 @@ the ranks with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
   for ``--stream-s`` seconds; the driver fails plane 0 (the plane gloo's TCP connections use:
   the hosts' plane-0 addresses) through the controller ``--fail-after-s`` into the stream and
   restores it ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the
-  machine's monotonic clock, shared by the hosts' namespaces), and ``stall_ms``: from the start
-  of the fail command to the end of the first all-reduce that completes after it.
+  machine's monotonic clock, shared by the hosts' namespaces), ``stall_ms``: from the start
+  of the fail command to the end of the first all-reduce that completes after it, and
+  ``extra_ms``: how much longer than the median before the failure (``normal_ms``) the
+  all-reduce in flight at the fail command took. The stream's size defaults to one that takes
+  about 25 ms on one plane (:func:`stream_bytes`), so that the stall measures the failure
+  rather than the all-reduce's own length.
 
 Writes ``<out>`` (one row per rate, backend and size, and one failover row per rate and
 backend), ``<out>_runs.csv`` (every run's median), ``<out>_failover.csv`` (the streams'
@@ -72,6 +76,7 @@ COLUMNS = (
     "ratio_min",
     "ratio_max",
     "stall_ms",
+    "extra_ms",
     "normal_ms",
     "down_s",
     "error",
@@ -104,6 +109,14 @@ def sizes_for(sizes: Sequence[int], link_mbps: float, max_s: float) -> list[int]
     (slow rates leave out the largest: 16 MiB takes 40 s at 5 Mbit/s)."""
     n = len(HOSTS)
     return [s for s in sizes if 2 * (n - 1) / n * s * 8 / (link_mbps * 1e6) <= max_s]
+
+
+def stream_bytes(stream_kib: int, link_mbps: float) -> int:
+    """The failover stream's all-reduce size: ``stream_kib`` KiB, or (0) 2 KiB per Mbit/s
+    of the links, at least 8 KiB, a multiple of 4 KiB."""
+    if stream_kib > 0:
+        return stream_kib * 1024
+    return max(8, int(2 * link_mbps) // 4 * 4) * 1024
 
 
 def parse_rates(text: str) -> list[float]:
@@ -285,7 +298,7 @@ class Bench:
         from controller.errors import ControllerError
 
         a = self.args
-        size = a.stream_kib * 1024
+        size = stream_bytes(a.stream_kib, self.link_mbps)
         out = self.work / f"stream_{backend}.json"
         started = out.parent / (out.name + ".started")
         out.unlink(missing_ok=True)
@@ -329,8 +342,11 @@ class Bench:
         ]
         before = [e - s for s, e in times if e < t_fail]
         after = [e for _s, e in times if e >= t_fail]
-        row["normal_ms"] = round(statistics.median(before) * 1e3, 3) if before else math.nan
+        normal = statistics.median(before) if before else math.nan
+        row["normal_ms"] = round(normal * 1e3, 3)
         row["stall_ms"] = round((after[0] - t_fail) * 1e3, 3) if after else math.nan
+        hit = [e - s for s, e in times if s <= t_fail <= e]  # the one in flight at the failure
+        row["extra_ms"] = round((hit[0] - normal) * 1e3, 3) if hit else math.nan
         row["runs"] = 1
         row["reps"] = len(times)
         return row, stream
@@ -600,7 +616,8 @@ def report(rows: Sequence[dict[str, str]]) -> None:
         if r["kind"] == "failover":
             print(
                 f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s: stall "
-                f"{r['stall_ms'] or '-'} ms (normal {r['normal_ms'] or '-'} ms) {r['error']}"
+                f"{r['stall_ms'] or '-'} ms, in-flight all-reduce {r['extra_ms'] or '-'} ms "
+                f"over the normal {r['normal_ms'] or '-'} ms {r['error']}"
             )
         elif r.get("error"):
             print(f"{r['kind']} {r['backend']} at {r['link_mbps']} Mbit/s: {r['error']}")
@@ -625,7 +642,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="three sizes only")
     p.add_argument("--append", action="store_true", help="keep other rates' rows in the CSVs")
     p.add_argument("--no-failover", action="store_true", help="skip the failover runs")
-    p.add_argument("--stream-kib", type=int, default=256, help="failover all-reduce size")
+    p.add_argument(
+        "--stream-kib",
+        type=int,
+        default=0,
+        help="failover all-reduce size (0: 2 KiB per Mbit/s of the links, at least 8 KiB: an "
+        "all-reduce of about 25 ms on one plane, so that the stall is the failure's, not the "
+        "all-reduce's own length)",
+    )
     p.add_argument("--stream-s", type=float, default=8.0)
     p.add_argument("--fail-after-s", type=float, default=2.0)
     p.add_argument("--down-s", type=float, default=4.0)
@@ -636,8 +660,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         a.link_mbps = parse_rates(a.link_mbps)
     except ValueError:
         p.error(f"--link-mbps: positive numbers separated by commas, not {a.link_mbps!r}")
-    if a.stream_kib < 1 or not 0 < a.fail_after_s < a.stream_s:
-        p.error("need --stream-kib >= 1 and 0 < --fail-after-s < --stream-s")
+    if a.stream_kib < 0 or not 0 < a.fail_after_s < a.stream_s:
+        p.error("need --stream-kib >= 0 and 0 < --fail-after-s < --stream-s")
     if a.down_s <= 0 or a.rounds < 1 or not a.max_s > 0:
         p.error("--down-s and --max-s must be positive and --rounds at least 1")
     return a

@@ -17,6 +17,7 @@ from experiments.bench_collectives import (
     parse_rates,
     plot,
     sizes_for,
+    stream_bytes,
     summarize_runs,
 )
 from experiments.outputs import read_rows, write_csv
@@ -28,6 +29,12 @@ def test_slow_links_leave_out_the_sizes_that_would_take_longer_than_max_s() -> N
     assert sizes_for(sizes, 5.0, 6.0) == [1 << 20]
     assert sizes_for(sizes, 20.0, 6.0) == [1 << 20, 4 << 20]
     assert sizes_for(sizes, 20.0, 11.0) == sizes
+
+
+def test_the_failover_stream_scales_with_the_link_rate_unless_given() -> None:
+    assert stream_bytes(0, 10.0) == 20 << 10  # 1.5 x 20 KiB x 8 bit at 10 Mbit/s: 25 ms
+    assert stream_bytes(0, 2.0) == 8 << 10 and stream_bytes(0, 20.0) == 40 << 10
+    assert stream_bytes(256, 10.0) == 256 << 10
 
 
 def test_rates_parse_and_bad_ones_are_refused() -> None:
