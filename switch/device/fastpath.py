@@ -10,8 +10,10 @@ egress and writes the frame straight into the egress port's TX ring, kicking eac
 No Python object is made per packet. What the C does not decide comes back to Python, which
 then does exactly what the per-packet path does:
 
-* a packet for a port that must queue, the CPU port or a port without a ring: the round stops
-  after its ingress and the packet goes to :meth:`Device._enqueue` with its C state;
+* a packet for a port that must queue (and every later packet of the round for that port),
+  the CPU port or a port without a ring: after its ingress it goes to
+  :meth:`Device._enqueue` with its C state, in order (the round stops after a packet for a
+  port without a ring, so that its egress runs before any later packet's);
 * an output whose TX ring is full: the round stops and it is sent on the plain socket;
 * a frame the rings' slow path handles (VLAN tag taken out, partial checksum, truncated, runt,
   outgoing, jumbo): the round stops before it, and that frame is read by the ring's Python
@@ -36,6 +38,8 @@ from switch.pipeline.v1model import V1Switch
 PMAP_N = 1024  # egress port numbers the C maps to rings (others go through Python)
 MAX_LIMIT = 256  # frames per round at most
 SPILL_BYTES = 16384 + 4096
+JOB_BYTES = 16384  # a job's frame at most (TF_RING_MAX_FRAME)
+MAX_JOBS = 64  # packets for the traffic manager per round at most
 
 
 class RingFastPath:
@@ -85,23 +89,29 @@ class RingFastPath:
             if 0 <= port.number < PMAP_N:
                 pmap[port.number] = k
         r = ffi.new("tf_round *")
-        spill = ffi.new("uint8_t[]", SPILL_BYTES)
-        state = ffi.new("uint8_t[]", max(sw.state_size, 1))
-        codes = ffi.new("int[]", MAX_LIMIT)
-        dports = ffi.new("int[]", MAX_LIMIT)
-        r.spill, r.state, r.drop_code, r.drop_port, r.drop_cap = (
-            spill,
-            state,
-            codes,
-            dports,
-            MAX_LIMIT,
-        )
-        self._keep = (spill, state, codes, dports)
+        keep = [
+            ffi.new("uint8_t[]", SPILL_BYTES),  # an output for a full TX ring
+            ffi.new("uint8_t[]", MAX_JOBS * JOB_BYTES),  # the jobs' frames
+            ffi.new("uint8_t[]", MAX_JOBS * max(sw.state_size, 1)),  # their ingress states
+            ffi.new("int[]", MAX_JOBS),
+            ffi.new("int[]", MAX_JOBS),
+            ffi.new("int[]", MAX_JOBS),
+            ffi.new("int[]", MAX_JOBS),
+            ffi.new("int[]", MAX_LIMIT),
+            ffi.new("int[]", MAX_LIMIT),
+        ]
+        r.spill, r.jobs, r.state = keep[0], keep[1], keep[2]
+        r.job_port, r.job_prio, r.job_len, r.job_poff = keep[3], keep[4], keep[5], keep[6]
+        r.drop_code, r.drop_port = keep[7], keep[8]
+        r.spill_cap, r.drop_cap = MAX_JOBS, MAX_LIMIT
+        self._keep = keep
         self._ffi, self._lib, self._handle = ffi, lib, handle
         self._ports, self._pmap, self._r = ports, pmap, r
-        # per port: (rx_idx, tx_idx, tx_pending, fast, rate_bps, rate_pps, next_free) as the C
-        # has them (None: unknown, written before the next round)
-        self._cache: list[tuple[int, int, int, bool, float, float, float] | None] = [None] * n
+        # per port: (rx_idx, tx_idx, tx_pending, fast, rate_bps, rate_pps, next_free, qlen,
+        # depth) as the C has them (None: unknown, written before the next round)
+        self._cache: list[tuple[int, int, int, bool, float, float, float, int, int] | None] = [
+            None
+        ] * n
 
     def _read_back(self, k: int, now: int) -> None:
         """Port ``k``'s ring indices and counters from the C into the Python objects."""
@@ -120,6 +130,14 @@ class RingFastPath:
             pc.tx_malformed += c.tx_malformed
         rings.tx_errors += c.tx_errors
         dev.counters.tx += c.out_n
+        tail = c.tail_drops
+        if tail:  # a full queue (tm.enqueue's accounting)
+            pq = tm.ports.get(port.number) or tm.port(port.number)
+            pq.drops += tail
+            pq.prio_drops[0] += tail
+            dev.drops.count(DropReason.TAIL_DROP, port.number, 0, tail)
+            c.tail_drops = 0
+            self._cache[k] = None  # its queue length in C moved
         next_free = c.next_free
         enq = c.enq_n
         if enq:
@@ -139,6 +157,8 @@ class RingFastPath:
                 cached[4],
                 cached[5],
                 next_free if enq else cached[6],
+                cached[7],
+                cached[8],
             )
 
     def round(self, limit: int) -> int:
@@ -154,37 +174,43 @@ class RingFastPath:
         order = self._order
         cache = self._cache
         tm_ports = tm.ports
+        one_queue = tm.nq == 1  # the C tail-drops for a full queue itself
         for k, port in enumerate(order):
             rings = port._rings
             if port.closed or rings is None:
                 return -1
             pq = tm_ports.get(port.number)
             if pq is None:  # a queue the traffic manager would make with the defaults
-                fast = tm.default_depth > 0
+                depth = tm.default_depth
                 want = (
                     rings.rx_idx,
                     rings.tx_idx,
                     rings.tx_pending,
-                    fast,
+                    depth > 0,
                     tm.default_rate_bps,
                     tm.default_rate_pps,
                     0.0,
+                    0,
+                    depth if one_queue else 0,
                 )
             else:
-                fast = not (tm.backlog and any(pq.queues)) and all(pq.depth)
+                busy = tm.backlog and any(pq.queues)
                 want = (
                     rings.rx_idx,
                     rings.tx_idx,
                     rings.tx_pending,
-                    fast,
+                    not busy and all(pq.depth),
                     pq.rate_bps,
                     pq.rate_pps,
                     pq.next_free_us,
+                    len(pq.queues[0]) if busy and one_queue else 0,
+                    pq.depth[0] if one_queue else 0,
                 )
             if want != cache[k]:  # what the C has is not what Python has: write it
                 c = cports[k]
                 c.rx_idx, c.tx_idx, c.tx_pending = want[0], want[1], want[2]
                 c.fast, c.rate_bps, c.rate_pps, c.next_free = want[3], want[4], want[5], want[6]
+                c.qlen, c.depth = want[7], want[8]
                 cache[k] = want
         r = self._r
         r.nq, r.burst = tm.nq, tm.burst_us
@@ -215,19 +241,29 @@ class RingFastPath:
             count = dev.drops.count
             for i in range(nd):
                 code = r.drop_code[i]
+                dport = r.drop_port[i]
                 if code & 16:
                     reason = DropReason.PARSER_ERROR
                 elif code & 15 == 1:
                     reason = DropReason.INGRESS_DROP
                 else:
                     reason = DropReason.EGRESS_DROP
-                count(reason, r.drop_port[i])
+                count(reason, dport)
         sw.after_ring_round(got, nd, perr)
-        if r.spill_kind == 1:  # the traffic manager decides: queue, CPU port, unknown port
-            data = bytes(self._ffi.buffer(r.spill, r.spill_len))
-            job = sw.ring_job(r.spill_port, r.state, r.spill_prio, data, r.spill_poff)
-            dev._enqueue([job], now)
-        elif r.spill_kind == 2:  # the TX ring was full: after what it holds, on the plain socket
+        nj = r.nspill
+        if nj:  # the traffic manager decides, in order: queue, CPU port, unknown port
+            ss = sw.state_size
+            buf = self._ffi.buffer(r.jobs, nj * JOB_BYTES)
+            jobs = []
+            for j in range(nj):
+                off = j * JOB_BYTES
+                data = buf[off : off + r.job_len[j]]
+                jobs.append(
+                    sw.ring_job(r.job_port[j], r.state + j * ss, r.job_prio[j], data, r.job_poff[j])
+                )
+            dev._enqueue(jobs, now)
+            self._cache = [None] * n  # the C marked their ports as queueing
+        if r.spill_kind == 2:  # the TX ring was full: after what it holds, on the plain socket
             port = pset[r.spill_port]
             port.counters.tx += port._send_plain([bytes(self._ffi.buffer(r.spill, r.spill_len))])
         if r.odd:  # the ring's slow path for that one frame, then the per-packet path

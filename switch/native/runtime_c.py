@@ -12,14 +12,15 @@ RING_TYPES = """
 typedef struct {
     uint8_t *rx; int rx_fs, rx_nfr, rx_idx, check_outgoing;
     uint8_t *tx; int tx_fs, tx_nfr, tx_idx, tx_data, tx_pending, fd;
-    int number, max_untagged, max_frame, fast;
+    int number, max_untagged, max_frame, fast, qlen, depth;
     double rate_bps, rate_pps, next_free;
-    uint64_t rx_n, out_n, enq_n, tx_malformed, tx_errors; int64_t tx_n;
+    uint64_t rx_n, out_n, enq_n, tx_malformed, tx_errors, tail_drops; int64_t tx_n;
 } tf_port;
 typedef struct {
     int nq; double burst; int odd; uint64_t touched;
-    int spill_kind, spill_port, spill_in, spill_prio, spill_len, spill_poff;
-    uint8_t *spill; uint8_t *state;
+    int spill_kind, spill_port, spill_len; uint8_t *spill;
+    int nspill, spill_cap; int *job_port, *job_prio, *job_len, *job_poff;
+    uint8_t *jobs; uint8_t *state;
     int ndrop, drop_cap; int *drop_code; int *drop_port;
 } tf_round;
 """
@@ -460,10 +461,16 @@ int tf_run(tf_sw *X, int n, const int *in_port, int port, const uint8_t *in,
  * queue for its priority) runs egress and writes the frame into the egress port's TX ring,
  * with the traffic manager's accounting (enqueued and dequeued, the rate's next departure).
  * Stops before a frame it does not handle (VLAN-stripped, partial checksum, truncated, runt,
- * outgoing, jumbo: left in the ring, R->odd = its port's index + 1) and after a packet that must go through Python
- * (R->spill_kind 1: its ingress state and frame, to be queued; 2: an output frame whose TX ring
- * is full). Every TX ring with requested slots is kicked before returning. R->touched: bit k
- * set when port k's indices or counters changed (the caller reads back only those). */
+ * outgoing, jumbo: left in the ring, R->odd = its port's index + 1). A packet the traffic
+ * manager must take (its port's queues are not empty, its rate says wait, no queue for its
+ * priority) becomes a job for Python (R->jobs: its ingress state and frame, in order), and the
+ * rest of the round's packets for that port become jobs too (the port's FIFO), or tail drops
+ * (q->tail_drops) once its queue is full (one queue per port: q->qlen of q->depth); the round
+ * stops after a job for a port without a ring (the CPU port, an unknown one: its egress runs
+ * in Python before any later packet's), and after an output whose TX ring is full
+ * (R->spill_kind 2: sent by Python on the plain socket). Every TX ring with requested slots is
+ * kicked before returning. R->touched: bit k set when port k's indices or counters changed
+ * (the caller reads back only those). */
 
 #define TF_RING_MAX_FRAME 16384
 #define TPS_USER 1u
@@ -525,6 +532,7 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     u8 *slot = p->rx + (size_t)p->rx_idx * p->rx_fs;
     uint32_t status = ring_status(slot);
     if (!(status & TPS_USER)) return 0;
+    if (R->nspill >= R->spill_cap) return -3;  /* no room for another job: stop before it */
     uint32_t len, snap;
     uint16_t mac;
     memcpy(&len, slot + 4, 4);
@@ -553,16 +561,31 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     int fast = q != NULL && q->fast && prio >= 0 && prio < R->nq;
     int rated = fast && (q->rate_bps > 0 || q->rate_pps > 0);
     if (rated && (R->burst <= 0 || q->next_free > (double)now + R->burst)) fast = 0;
+    if (!fast && q != NULL && q->depth > 0 && prio == 0 && R->nq == 1) {
+        /* one queue per port, the packet will queue: tail-dropped when the queue is full */
+        if (q->qlen >= q->depth) {
+            q->tail_drops++;
+            R->touched |= 1ull << k;
+            ring_release_rx(p, slot);
+            return 1;
+        }
+        q->qlen++;
+    }
     if (!fast) {  /* the traffic manager decides in Python: queue it, or a port it has no ring of */
-        memcpy(R->state + offsetof(tf_state, hdr), &X->hdr, sizeof X->hdr);
-        memcpy(R->state + offsetof(tf_state, meta), &X->meta, sizeof X->meta);
-        memcpy(R->state + offsetof(tf_state, sm), &X->sm, sizeof X->sm);
-        ((tf_state *)R->state)->itrunc = X->trunc;
-        memcpy(R->spill, data, len);
-        R->spill_kind = 1; R->spill_port = eport; R->spill_in = p->number;
-        R->spill_prio = prio; R->spill_len = (int)len; R->spill_poff = poff;
+        int j = R->nspill++;
+        u8 *st = R->state + (size_t)j * sizeof(tf_state);
+        memcpy(st + offsetof(tf_state, hdr), &X->hdr, sizeof X->hdr);
+        memcpy(st + offsetof(tf_state, meta), &X->meta, sizeof X->meta);
+        memcpy(st + offsetof(tf_state, sm), &X->sm, sizeof X->sm);
+        ((tf_state *)st)->itrunc = X->trunc;
+        memcpy(R->jobs + (size_t)j * TF_RING_MAX_FRAME, data, len);
+        R->job_port[j] = eport; R->job_prio[j] = prio;
+        R->job_len[j] = (int)len; R->job_poff[j] = poff;
         ring_release_rx(p, slot);
-        return -1;
+        if (q == NULL) return -1;
+        q->fast = 0;  /* its queue: the rest of the round's packets for it follow this one */
+        R->touched |= 1ull << k;
+        return 1;
     }
     q->enq_n++;
     R->touched |= 1ull << k;
@@ -618,7 +641,7 @@ int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t n
                   const int16_t *pmap, int pmap_n, tf_round *R) {
     u8 obuf[TF_RING_MAX_FRAME + MAX_HEADER_BYTES + 64];
     int got = 0, room = limit, stop = 0;
-    R->odd = 0; R->spill_kind = 0; R->ndrop = 0; R->touched = 0;
+    R->odd = 0; R->spill_kind = 0; R->ndrop = 0; R->touched = 0; R->nspill = 0;
     if (np <= 0 || np > 64) return 0;
     if (limit > R->drop_cap) room = limit = R->drop_cap;
     while (room > 0 && !stop) {
@@ -631,7 +654,7 @@ int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t n
                 if (X->stats[ST_DIGESTS] >= (u64)X->dig_cap) { stop = 1; break; }
                 int rc = ring_one(X, P, p, now, pmap, pmap_n, R, obuf);
                 if (rc == 0) break;
-                if (rc == -2) { stop = 1; break; }
+                if (rc == -2 || rc == -3) { stop = 1; break; }
                 n++;
                 if (rc < 0) { stop = 1; break; }
             }
