@@ -13,7 +13,9 @@ then does exactly what the per-packet path does:
 * a packet for a port that must queue (and every later packet of the round for that port),
   the CPU port or a port without a ring: after its ingress it goes to
   :meth:`Device._enqueue` with its C state, in order (the round stops after a packet for a
-  port without a ring, so that its egress runs before any later packet's);
+  port without a ring, so that its egress runs before any later packet's); with one queue
+  per port, a packet that finds its port's queue full is tail-dropped in C and counted as
+  the traffic manager counts it;
 * an output whose TX ring is full: the round stops and it is sent on the plain socket;
 * a frame the rings' slow path handles (VLAN tag taken out, partial checksum, truncated, runt,
   outgoing, jumbo): the round stops before it, and that frame is read by the ring's Python
