@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from host.errors import RouteError
 from host.wire import MAX_EVS
-from topologies.model import Fabric
+from topologies.model import Fabric, leaf_name, leaf_usid, nic_usid, usid_address
 
 MRC_UDP_PORT = 4793
 LOOPBACK_ADDRESS = "::1"
@@ -57,19 +57,39 @@ def fabric_evs(
     *,
     port: int = MRC_UDP_PORT,
     planes: Iterable[int] | None = None,
+    leaf_local: bool = False,
 ) -> tuple[Ev, ...]:
     """Every (plane NIC, spine) micro-SID path from host ``src`` to host ``dst`` as EVs.
 
     Args:
         planes: restrict to these planes (EV ids stay those of the full path list).
+        leaf_local: between two hosts of the same leaf, one path per plane that turns at the
+            leaf (``fcbb:bb00:<leaf>:<NIC>::``, ``spine`` -1) instead of the P×S paths over
+            the spines: those take two spine links per packet that other hosts' traffic
+            needs (what a ToR does with traffic between two of its ports).
     Raises:
         RouteError: more paths than the wire format's EV id can number.
     """
+    host = fabric.host(src)
+    keep = None if planes is None else set(planes)
+    peer = fabric.host(dst)
+    if leaf_local and host.leaf_index == peer.leaf_index and src != dst:
+        return tuple(
+            Ev(
+                p,
+                p,
+                -1,
+                (str(usid_address(leaf_usid(p, host.leaf_index), nic_usid(peer.index, p))), port),
+                host.nics[p].address,
+                host.nics[p].ifname,
+                (leaf_name(p, host.leaf_index),),
+            )
+            for p in range(fabric.spec.planes)
+            if keep is None or p in keep
+        )
     paths = fabric.paths(src, dst)
     if len(paths) > MAX_EVS:
         raise RouteError(f"{len(paths)} paths from {src} to {dst}; at most {MAX_EVS} EVs")
-    host = fabric.host(src)
-    keep = None if planes is None else set(planes)
     return tuple(
         Ev(i, p.plane, p.spine, (p.address, port), host.nics[p.plane].address, p.src_nic, p.hops)
         for i, p in enumerate(paths)

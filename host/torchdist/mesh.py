@@ -327,7 +327,7 @@ def _fabric_routes(
         if peer == rank:
             continue
         ports = [int(p) for p in a["ports"]]  # type: ignore[attr-defined]
-        evs = fabric_evs(fabric, me, host)
+        evs = fabric_evs(fabric, me, host, leaf_local=True)
         table.add(peer, [_with_port(ev, ports[ev.plane]) for ev in evs])
     return table
 

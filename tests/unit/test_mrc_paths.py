@@ -35,6 +35,23 @@ def test_ev_ids_name_the_same_plane_and_spine_in_both_directions() -> None:
     assert [(e.plane, e.spine) for e in there] == [(e.plane, e.spine) for e in back]
 
 
+def test_leaf_local_evs_turn_at_the_shared_leaf_and_leave_other_pairs_alone() -> None:
+    fab = build_fabric(FabricSpec(planes=2, leaves=2, spines=2, hosts_per_leaf=2))
+    there = fabric_evs(fab, "h1", "h2", leaf_local=True)
+    back = fabric_evs(fab, "h2", "h1", leaf_local=True)
+    assert [(e.ev_id, e.plane, e.spine) for e in there] == [(0, 0, -1), (1, 1, -1)]
+    assert [(e.ev_id, e.plane) for e in back] == [(0, 0), (1, 1)]
+    for ev in there:
+        leaf = fab.host("h1").leaf_index
+        assert ev.hops == (f"p{ev.plane}l{leaf}",)
+        # fcbb:bb00:<leaf uSID>:<h2's NIC uSID>:: (the leaf shifts, then routes to its port)
+        assert ev.dest[0] == f"fcbb:bb00:1{ev.plane}0{leaf}:80{1}{ev.plane}::"
+        assert ev.ifname == fab.host("h1").nics[ev.plane].ifname
+    assert [e.ev_id for e in fabric_evs(fab, "h1", "h2", leaf_local=True, planes=[1])] == [1]
+    # another leaf: the spine paths, as without the option
+    assert fabric_evs(fab, "h1", "h3", leaf_local=True) == fabric_evs(fab, "h1", "h3")
+
+
 def test_plane_subset_keeps_the_full_list_ids() -> None:
     fab = build_fabric(FabricSpec(planes=2, leaves=2, spines=2, hosts_per_leaf=1))
     assert [e.ev_id for e in fabric_evs(fab, "h1", "h2", planes=[1])] == [2, 3]
