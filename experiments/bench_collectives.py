@@ -19,10 +19,9 @@ the ranks with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
   for ``--stream-s`` seconds; the driver fails plane 0 (the plane gloo's TCP connections use:
   the hosts' plane-0 addresses) through the controller ``--fail-after-s`` into the stream and
   restores it ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the
-  machine's monotonic clock, shared by the hosts' namespaces), ``stall_ms``: from the start
-  of the fail command to the end of the first all-reduce that completes after it, and
-  ``extra_ms``: how much longer than the median before the failure (``normal_ms``) the
-  all-reduce in flight at the fail command took. The stream's size defaults to one that takes
+  machine's monotonic clock, shared by the hosts' namespaces), and :func:`stall_figures`: the
+  longest all-reduce while the plane was down (``stall_ms``) and how much longer it took than
+  the median before the failure (``extra_ms``). The stream's size defaults to one that takes
   about 25 ms on one plane (:func:`stream_bytes`), so that the stall measures the failure
   rather than the all-reduce's own length.
 
@@ -78,6 +77,7 @@ COLUMNS = (
     "stall_ms",
     "extra_ms",
     "normal_ms",
+    "first_done_ms",
     "down_s",
     "error",
 )
@@ -340,16 +340,46 @@ class Bench:
             }
             for i, (s, e) in enumerate(times)
         ]
-        before = [e - s for s, e in times if e < t_fail]
-        after = [e for _s, e in times if e >= t_fail]
-        normal = statistics.median(before) if before else math.nan
-        row["normal_ms"] = round(normal * 1e3, 3)
-        row["stall_ms"] = round((after[0] - t_fail) * 1e3, 3) if after else math.nan
-        hit = [e - s for s, e in times if s <= t_fail <= e]  # the one in flight at the failure
-        row["extra_ms"] = round((hit[0] - normal) * 1e3, 3) if hit else math.nan
+        row.update(stall_figures([(s - t_fail, e - t_fail) for s, e in times], a.down_s))
         row["runs"] = 1
         row["reps"] = len(times)
         return row, stream
+
+
+def stall_figures(times: Sequence[tuple[float, float]], down_s: float) -> dict[str, float]:
+    """What a failure at time 0 did to a stream of all-reduces ((start, end) in seconds from
+    the fail command; the plane came back at ``down_s``): ``normal_ms``, the median latency
+    of those done before it; ``stall_ms``, the longest latency among those running while the
+    plane was down (the stalled all-reduce); ``extra_ms``, that minus ``normal_ms``;
+    ``first_done_ms``, from the fail command to the first completion after it (which may be
+    an all-reduce whose packets had all passed the plane before it failed)."""
+    nan = math.nan
+    before = [e - s for s, e in times if e < 0]
+    normal = statistics.median(before) if before else nan
+    during = [e - s for s, e in times if e >= 0 and s <= down_s]
+    after = [e for _s, e in times if e >= 0]
+    stall = max(during) if during else nan
+    return {
+        "normal_ms": round(normal * 1e3, 3),
+        "stall_ms": round(stall * 1e3, 3),
+        "extra_ms": round((stall - normal) * 1e3, 3),
+        "first_done_ms": round(after[0] * 1e3, 3) if after else nan,
+    }
+
+
+def refresh_failover(rows: list[dict[str, str]], stream: Sequence[dict[str, str]]) -> None:
+    """Recompute the failover rows' figures from the stream CSV (``--plot-only``)."""
+    for r in rows:
+        if r["kind"] != "failover" or not r.get("down_s"):
+            continue
+        times = [
+            (float(x["start_s"]), float(x["end_s"]))
+            for x in stream
+            if x["backend"] == r["backend"] and float(x["link_mbps"]) == float(r["link_mbps"])
+        ]
+        if times:
+            figs = stall_figures(times, float(r["down_s"]))
+            r.update({k: "" if math.isnan(v) else str(v) for k, v in figs.items()})
 
 
 def summarize_runs(runs: Sequence[dict[str, object]]) -> list[dict[str, object]]:
@@ -615,9 +645,9 @@ def report(rows: Sequence[dict[str, str]]) -> None:
     for r in rows:
         if r["kind"] == "failover":
             print(
-                f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s: stall "
-                f"{r['stall_ms'] or '-'} ms, in-flight all-reduce {r['extra_ms'] or '-'} ms "
-                f"over the normal {r['normal_ms'] or '-'} ms {r['error']}"
+                f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s: stalled "
+                f"all-reduce {r['stall_ms'] or '-'} ms ({r['extra_ms'] or '-'} ms over the "
+                f"normal {r['normal_ms'] or '-'} ms) {r['error']}"
             )
         elif r.get("error"):
             print(f"{r['kind']} {r['backend']} at {r['link_mbps']} Mbit/s: {r['error']}")
@@ -686,6 +716,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plot_only:
         out = pathlib.Path(args.out)
+        stream_path = out.with_name(out.stem + "_failover.csv")
+        if stream_path.exists():
+            rows = read_rows(out)
+            refresh_failover(rows, read_rows(stream_path))
+            write_csv(out, COLUMNS, rows)
         print(f"wrote {plot(out)}")
         report(read_rows(out))
         return 0

@@ -17,6 +17,7 @@ from experiments.bench_collectives import (
     parse_rates,
     plot,
     sizes_for,
+    stall_figures,
     stream_bytes,
     summarize_runs,
 )
@@ -35,6 +36,16 @@ def test_the_failover_stream_scales_with_the_link_rate_unless_given() -> None:
     assert stream_bytes(0, 10.0) == 20 << 10  # 1.5 x 20 KiB x 8 bit at 10 Mbit/s: 25 ms
     assert stream_bytes(0, 2.0) == 8 << 10 and stream_bytes(0, 20.0) == 40 << 10
     assert stream_bytes(256, 10.0) == 256 << 10
+
+
+def test_the_stall_is_the_longest_all_reduce_while_the_plane_was_down() -> None:
+    # 50 ms each before; one finishes just after the failure (its packets had passed), the
+    # next waits 7 s (TCP's back-off), then normal again after the plane came back at 4 s
+    times = [(-0.15, -0.1), (-0.1, -0.05), (-0.05, 0.006), (0.006, 7.0), (7.0, 7.05)]
+    figs = stall_figures(times, 4.0)
+    assert figs["normal_ms"] == 50.0 and figs["first_done_ms"] == 6.0
+    assert figs["stall_ms"] == pytest.approx(6994.0) and figs["extra_ms"] == pytest.approx(6944.0)
+    assert math.isnan(stall_figures([(-1.0, -0.5)], 4.0)["stall_ms"])
 
 
 def test_rates_parse_and_bad_ones_are_refused() -> None:
