@@ -10,8 +10,10 @@ fault waits behind the agents' events and no agent's event waits behind a slow c
 call:
 
 * ``enter_round`` (the parameter server starts a round where a burst starts or ends,
-  :meth:`host.train.job.JobSpec.gated`): the burst goes on (off) through the controller;
-  then the server and every worker waiting for that round are answered at once;
+  :meth:`host.train.job.JobSpec.gated`): once every worker waits for that round too (each
+  has the round before's result: nothing of it is still in flight), or ``peer_timeout_s``
+  after the server asked, the burst goes on (off) through the controller; then the server
+  and every worker waiting for that round are answered at once;
 * ``await_round`` (a worker is ready to send in such a round): answered as soon as the
   round's state is in place (at once when it already is);
 * ``trigger`` (the server starts a round with a plane failure or restore): applied on
@@ -27,6 +29,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,6 +69,8 @@ class FaultScheduler:
         self._lock = threading.Lock()
         self._applied: set[int] = set()
         self._waiting: dict[int, list[Reply]] = {}
+        self._workers: Counter[int] = Counter()  # workers waiting, per round
+        self._entered: dict[int, tuple[_Enter, threading.Timer]] = {}  # asked, and the fallback
         self._work: queue.Queue[_Enter | _Trigger | None] = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="fault-scheduler", daemon=True)
@@ -74,18 +79,43 @@ class FaultScheduler:
     # -- what the driver's loop calls (never blocks) ----------------------------------------
 
     def enter_round(self, round_: int, reply: Reply) -> None:
-        """The coordinator asks for round ``round_``'s state; ``reply`` once it is in place."""
+        """The coordinator asks for round ``round_``'s state; ``reply`` once it is in place
+        (applied when every worker waits for the round too)."""
+        item = _Enter(round_, time.monotonic())
+        timer = threading.Timer(self.job.peer_timeout_s, self._release, (round_,))
+        timer.daemon = True
         with self._lock:
             self._waiting.setdefault(round_, []).append(reply)
-        self._work.put(_Enter(round_, time.monotonic()))
+            self._entered[round_] = (item, timer)
+            everyone = self._workers[round_] >= self.job.workers
+        if everyone:
+            self._release(round_)
+        else:
+            timer.start()
 
     def await_round(self, round_: int, reply: Reply) -> None:
         """A worker waits for round ``round_``'s state: ``reply`` now or once it is there."""
         with self._lock:
-            if round_ not in self._applied:
+            applied = round_ in self._applied
+            if not applied:
                 self._waiting.setdefault(round_, []).append(reply)
-                return
-        reply()
+                self._workers[round_] += 1
+                last = round_ in self._entered and self._workers[round_] >= self.job.workers
+        if applied:
+            reply()
+        elif last:
+            self._release(round_)
+
+    def _release(self, round_: int) -> None:
+        """Queue round ``round_``'s change, once: when the last worker waits, or
+        ``peer_timeout_s`` after the server asked (a worker that never comes)."""
+        with self._lock:
+            entered = self._entered.pop(round_, None)
+        if entered is None:
+            return  # released already
+        item, timer = entered
+        timer.cancel()
+        self._work.put(item)
 
     def trigger(self, round_: int) -> None:
         """Apply the events triggered at round ``round_``'s start (nobody waits)."""

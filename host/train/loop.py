@@ -19,7 +19,10 @@ latency is the slowest worker's. Waiting for the network to be put into the roun
 :meth:`~RoundNetwork.enter_round` as it starts each round, every worker calls
 :meth:`~RoundNetwork.await_round` before its first send. A burst is round-aligned: in a round
 where one starts or ends (:meth:`~host.train.job.JobSpec.gated`) everyone waits until the
-loss is on (off), so it covers exactly that round's communication in both directions. Plane
+loss is on (off), and the coordinator changes it only once every worker waits (each has the
+round before's result), so it covers exactly that round's communication in both directions
+(turned on as soon as the server began the round, it used to catch the tail of the round
+before's results on their way to a slower worker). Plane
 failures are triggered as the round starts and land wherever the network's own clock puts
 them; nobody waits for them.
 """
@@ -303,8 +306,9 @@ class RoundNetwork(Protocol):
     """Where a job's rounds meet its network events (see the module docstring)."""
 
     def enter_round(self, round_: int) -> None:
-        """The coordinator starts ``round_``: put the network into the round's state and
-        return once it is there; trigger the round's other events."""
+        """The coordinator starts ``round_``: once every worker waits for it (gated rounds),
+        put the network into the round's state and return once it is there; trigger the
+        round's other events."""
 
     def await_round(self, round_: int) -> None:
         """Return once the network is in ``round_``'s state (called in gated rounds only)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -172,16 +173,28 @@ class EmuActions(NetworkActions):
 class EmuRounds:
     """The emulator's :class:`~host.train.loop.RoundNetwork`: the coordinator applies each
     round's state on the emulator directly (microseconds) and releases the workers waiting
-    for it; applied events are recorded in :attr:`faults`."""
+    for it; applied events are recorded in :attr:`faults`.
+
+    A gated round's state changes once the coordinator entered it *and* every worker waits
+    for it (each has the round before's result), so nothing of the round before is still in
+    flight when a burst goes on or off; a worker that never comes is waited for at most
+    ``peer_timeout_s`` (the round's gather then reports it)."""
 
     def __init__(self, job: JobSpec, actions: NetworkActions) -> None:
         self.job = job
         self.actions = actions
         self.faults: list[FaultRecord] = []
         self._ready = {r: threading.Event() for r in range(job.rounds) if job.gated(r)}
+        self._arrived: Counter[int] = Counter()
+        self._cv = threading.Condition()
         self._failed = threading.Event()
 
     def enter_round(self, round_: int) -> None:
+        if round_ in self._ready:
+            with self._cv:
+                self._cv.wait_for(
+                    lambda: self._arrived[round_] >= self.job.workers, self.job.peer_timeout_s
+                )
         self.faults += apply_round_state(self.job, self.actions, round_)
         if round_ in self._ready:
             self._ready[round_].set()
@@ -189,6 +202,10 @@ class EmuRounds:
 
     def await_round(self, round_: int) -> None:
         ready = self._ready.get(round_)
+        if ready is not None:
+            with self._cv:
+                self._arrived[round_] += 1
+                self._cv.notify_all()
         while ready is not None and not ready.wait(0.1):
             if self._failed.is_set():
                 raise RoundFailed(f"round {round_}: the coordinator failed before it started")

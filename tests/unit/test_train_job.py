@@ -4,11 +4,14 @@ event hooks that play bursts and plane failures at round boundaries."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
+from experiments.faults import FaultScheduler
 from host.dblp.config import LossPolicy, PhaseConfig
 from host.train.job import TASK_NAMES, Collective, EventKind, JobEvent, JobSpec, JobSpecError
 from host.train.loop import EventHooks, NetworkActions, flat_grad, set_flat_grad
@@ -128,8 +131,16 @@ def test_a_burst_covers_exactly_its_round_and_plane_events_are_triggered() -> No
     rounds = EmuRounds(job, rec)
     hooks = EventHooks(rounds)
     for r in range(10):
+        waiting = [  # the workers, done with the round before, wait for this one's state
+            threading.Thread(target=rounds.await_round, args=(r,)) for _ in range(job.workers)
+        ]
+        for w in waiting if job.gated(r) else []:
+            w.start()
         hooks.round_start(r)
         hooks.round_end(r)
+        for w in waiting if job.gated(r) else []:
+            w.join(5)
+            assert not w.is_alive()
     assert rec.calls == [
         ("burst", 70),
         ("burst", 90),
@@ -155,3 +166,49 @@ def test_a_burst_covers_exactly_its_round_and_plane_events_are_triggered() -> No
     assert all(f.requested_mono <= f.applied_mono for f in rounds.faults)
     for r in (2, 3, 4, 9):
         rounds.await_round(r)  # released: the coordinator entered them
+
+
+@pytest.mark.parametrize("scheduler", ["emulator", "fabric"])
+def test_a_burst_goes_on_only_once_every_worker_has_the_round_before(scheduler: str) -> None:
+    job = JobSpec(rounds=4, workers=3, events=(JobEvent(2, EventKind.BURST, 80),))
+    rec = Recorder()
+    entered = threading.Event()
+    with FaultScheduler(job, rec) as faults:
+        emu = EmuRounds(job, rec)
+
+        def server() -> None:
+            if scheduler == "emulator":
+                emu.enter_round(2)
+                entered.set()
+            else:
+                faults.enter_round(2, entered.set)
+
+        def worker() -> None:
+            if scheduler == "emulator":
+                emu.await_round(2)
+            else:
+                faults.await_round(2, lambda: None)
+
+        threads = [threading.Thread(target=server)]
+        threads += [threading.Thread(target=worker) for _ in range(job.workers)]
+        for t in threads[:-1]:  # two workers wait, one is still receiving round 1's result
+            t.start()
+        assert not entered.wait(0.3) and rec.calls == []
+        threads[-1].start()
+        assert entered.wait(5) and rec.calls == [("burst", 80)]
+        for t in threads:
+            t.join(5)
+
+
+def test_a_worker_that_never_comes_holds_the_burst_back_only_for_the_peer_timeout() -> None:
+    job = JobSpec(
+        rounds=4, workers=2, peer_timeout_s=0.3, events=(JobEvent(2, EventKind.BURST, 80),)
+    )
+    rec = Recorder()
+    with FaultScheduler(job, rec) as faults:
+        entered = threading.Event()
+        faults.await_round(2, lambda: None)  # one of two workers
+        t0 = time.monotonic()
+        faults.enter_round(2, entered.set)
+        assert entered.wait(5) and 0.25 < time.monotonic() - t0 < 3
+    assert rec.calls == [("burst", 80)]
