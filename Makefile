@@ -218,10 +218,11 @@ exp-gossip: $(STAMP)
 # PyTorch collectives (README "Using it from PyTorch"): all-reduce latency and bus bandwidth,
 # tailfabric vs gloo, 4 ranks across the default fabric (brought up at each rate of
 # COLL_LINK_MBPS and taken down again; root, Mininet), 3 interleaved rounds per backend, and a
-# plane failed mid-stream. 10 Mbit/s: the links, not the 2 CPUs, limit both backends there
-# (gloo's ranks use 1-2 % of a core, tailfabric's 12-15 %); COLL_LINK_MBPS=5,10,20 sweeps.
-# COLL_ARGS passes options (e.g. --quick, --rounds 5).
-COLL_LINK_MBPS ?= 10
+# plane failed mid-stream. 5 Mbit/s: there the links, not the 2 CPUs, limit both backends
+# (gloo's TCP at 86 % of a plane, its ranks at 1-3 % of a core, tailfabric's at 12-18 %); from
+# 10 Mbit/s the software switches take over. COLL_LINK_MBPS=5,10,20 sweeps (README has all
+# three). COLL_ARGS passes options (e.g. --quick, --rounds 5, --max-s 40 for 4-16 MiB).
+COLL_LINK_MBPS ?= 5
 COLL_ARGS ?=
 .PHONY: bench-collectives
 

@@ -659,7 +659,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="results/bench_collectives.csv")
     p.add_argument(
         "--link-mbps",
-        default="10",
+        default="5",
         help="link rates, comma-separated (one fabric bring-up each; e.g. 5,10,20)",
     )
     p.add_argument("--rounds", type=int, default=3, help="runs per backend and rate")
