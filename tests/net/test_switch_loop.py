@@ -166,7 +166,7 @@ def test_an_idle_switch_sleeps(rig_factory: object) -> None:
 def test_a_burst_is_read_and_forwarded_in_batches_in_order(rig_factory: object) -> None:
     rig = rig_factory()  # type: ignore[operator]
     d = rig.daemon
-    n = 900  # fits in the receive ring (1024 slots by default): nothing may be lost
+    n = 900  # fits in the receive ring (2,048 slots by default): nothing may be lost
     # Hold the data path (as a long control-plane write would) while the burst arrives, so
     # the frames wait in the ring and must come out of it in batches.
     with d.device.lock:
