@@ -19,6 +19,7 @@ the caller keeps the Python executor. Conventions:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -385,12 +386,18 @@ class CGen:
         if self.seq or not _has_effects(e):
             code: str = rule(e)
             return code
-        self.seq = True
-        try:
+        with self._sequenced(True):
             code = rule(e)
-        finally:
-            self.seq = False
         return code
+
+    @contextlib.contextmanager
+    def _sequenced(self, on: bool) -> Iterator[None]:
+        """Generate in (``on``) or out of sequenced mode, then back to the mode before."""
+        seq, self.seq = self.seq, on
+        try:
+            yield
+        finally:
+            self.seq = seq
 
     def spill(self, code: str, ctype: str = "u128") -> str:
         """In sequenced mode, ``code`` computed now into a temporary (else ``code`` itself)."""
@@ -1413,12 +1420,8 @@ class CGen:
     # -- actions and tables ----------------------------------------------------------------
 
     def action(self, decl: ast.ActionDecl) -> str:
-        # generated apart from the expression that may have asked for it
-        seq, self.seq = self.seq, False
-        try:
+        with self._sequenced(False):  # apart from the expression that may have asked for it
             return self._action(decl)
-        finally:
-            self.seq = seq
 
     def _action(self, decl: ast.ActionDecl) -> str:
         key = (id(decl), self.inst.py if self.inst is not None else "")
@@ -1453,12 +1456,8 @@ class CGen:
         return name
 
     def function(self, decl: ast.FunctionDecl) -> str:
-        # generated apart from the expression that may have asked for it
-        seq, self.seq = self.seq, False
-        try:
+        with self._sequenced(False):  # apart from the expression that may have asked for it
             return self._function(decl)
-        finally:
-            self.seq = seq
 
     def _function(self, decl: ast.FunctionDecl) -> str:
         name = self.functions.get(id(decl))
@@ -1519,12 +1518,8 @@ class CGen:
         return r
 
     def table(self, ti: TableInst) -> int:
-        # generated apart from the expression that may have asked for it
-        seq, self.seq = self.seq, False
-        try:
+        with self._sequenced(False):  # apart from the expression that may have asked for it
             return self._table(ti)
-        finally:
-            self.seq = seq
 
     def _table(self, ti: TableInst) -> int:
         if id(ti) in self.table_ids:
