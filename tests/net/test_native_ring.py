@@ -21,40 +21,26 @@ from dataclasses import dataclass
 import pytest
 
 from switch.bench_fabric import UPLINK_BASE, setup_fabric
-from switch.daemon import load_pipeline
 from switch.device.device import Device, Pipeline
 from switch.device.fastpath import RingFastPath
 from switch.device.ports import PortSet
-from switch.native import make_switch, native_reason
 from switch.pipeline.drops import DropCell, DropReason
 from switch.pipeline.v1model import V1Switch
+from tests.fabric_device import NOW_US, fabric_device, fabric_pipeline
 from tests.netkit import NET_MARKS, NetKit, call_in_netns
 
 pytestmark = NET_MARKS
 
 ATTACHED = (1, 2, UPLINK_BASE, UPLINK_BASE + 1, UPLINK_BASE + 2)
-NOW_US = 1000
 
 
 @pytest.fixture(scope="module")
 def pipeline() -> Pipeline:
-    pipe = load_pipeline("p4/fabric.p4", [])
-    reason = native_reason(pipe.program)
-    if reason is not None:
-        pytest.skip(f"no native executor here: {reason}")
-    return pipe
+    return fabric_pipeline()
 
 
 def _device(pipe: Pipeline, native: bool, rate_bps: float) -> Device:
-    executor = (lambda *a, **k: make_switch(*a, mode="on", **k)) if native else V1Switch
-    dev = Device(1, 255, queue_burst_us=200.0, executor=executor, clock=lambda: NOW_US)
-    dev.commit(pipe)
-    assert dev.switch is not None
-    setup_fabric(dev.switch, random.Random(7), 1)
-    if rate_bps:
-        dev.tm.set_rate(rate_bps, unit="bps")
-        dev.tm.set_depth(8)  # a slow port's queue fills: tail drops too
-    return dev
+    return fabric_device(pipe, native, rate_bps, queue_depth=8)  # a slow port's queue fills
 
 
 def _frames(pipe: Pipeline) -> list[bytes]:

@@ -13,30 +13,14 @@ import random
 import pytest
 
 from switch.bench_fabric import setup_fabric
-from switch.daemon import load_pipeline
-from switch.device.device import Device, Pipeline
-from switch.native import make_switch, native_reason
+from switch.device.device import Pipeline
 from switch.pipeline.v1model import V1Switch
+from tests.fabric_device import fabric_device, fabric_pipeline
 
 
 @pytest.fixture(scope="module")
 def pipeline() -> Pipeline:
-    pipe = load_pipeline("p4/fabric.p4", [])
-    reason = native_reason(pipe.program)
-    if reason is not None:
-        pytest.skip(f"no native executor here: {reason}")
-    return pipe
-
-
-def _device(pipe: Pipeline, native: bool, rate_bps: float, burst_us: float) -> Device:
-    executor = (lambda *a, **k: make_switch(*a, mode="on", **k)) if native else V1Switch
-    dev = Device(1, 255, queue_burst_us=burst_us, executor=executor, clock=lambda: 1000)
-    dev.commit(pipe)
-    assert dev.switch is not None
-    setup_fabric(dev.switch, random.Random(7), 1)
-    if rate_bps:
-        dev.tm.set_rate(rate_bps, unit="bps")
-    return dev
+    return fabric_pipeline()
 
 
 def _frames(pipe: Pipeline) -> list[tuple[int, bytes]]:
@@ -53,7 +37,7 @@ def test_native_whole_batch_matches_the_python_per_packet_path(
     frames = _frames(pipeline)
     out = {}
     for native in (False, True):
-        dev = _device(pipeline, native, rate_bps, 200.0)
+        dev = fabric_device(pipeline, native, rate_bps)
         dev.receive_batch(frames)
         if native:
             assert dev.tm.backlog == 0  # whole batch: nothing went through the queues
@@ -70,7 +54,7 @@ def test_native_whole_batch_matches_the_python_per_packet_path(
 
 def test_a_slow_port_keeps_the_per_packet_path_and_its_queue(pipeline: Pipeline) -> None:
     frames = _frames(pipeline)
-    dev = _device(pipeline, True, 10e6, 200.0)  # 10 Mbit/s: a batch takes 7 ms to send
+    dev = fabric_device(pipeline, True, 10e6)  # 10 Mbit/s: a batch takes 7 ms to send
     dev.receive_batch(frames)
     assert dev.tm.backlog > 0  # queued as the rate says, not sent at once
     assert sum(pq.enqueued for pq in dev.tm.ports.values()) == len(frames) - 1
