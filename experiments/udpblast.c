@@ -70,6 +70,24 @@ static uint64_t get64(const unsigned char *p) {
     return v;
 }
 
+/* Sleep until the next tick after `next` (or, when behind, start the ticks again from `t`);
+ * the new `next`. */
+static int64_t pace(int64_t next, int64_t t) {
+    next += TICK_NS;
+    if (next <= t) return t;
+    struct timespec ts = {next / 1000000000LL, next % 1000000000LL};
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    return next;
+}
+
+/* A sender's JSON line: datagrams sent, send errors, seconds since `start`. */
+static int report_sent(uint64_t seq, uint64_t errors, int64_t start) {
+    double took = (double)(now_ns(CLOCK_MONOTONIC) - start) / 1e9;
+    printf("{\"sent\": %llu, \"send_errors\": %llu, \"duration_s\": %.6f}\n",
+           (unsigned long long)(seq - errors), (unsigned long long)errors, took);
+    return 0;
+}
+
 static int parse_addr(const char *text, int port, struct sockaddr_in6 *sa) {
     memset(sa, 0, sizeof *sa);
     sa->sin6_family = AF_INET6;
@@ -143,18 +161,9 @@ static int do_send(int argc, char **argv) {
             }
             seq += (uint64_t)sent;
         }
-        next += TICK_NS;
-        if (next > t) {
-            struct timespec ts = {next / 1000000000LL, next % 1000000000LL};
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        } else {
-            next = t;
-        }
+        next = pace(next, t);
     }
-    double took = (double)(now_ns(CLOCK_MONOTONIC) - start) / 1e9;
-    printf("{\"sent\": %llu, \"send_errors\": %llu, \"duration_s\": %.6f}\n",
-           (unsigned long long)(seq - errors), (unsigned long long)errors, took);
-    return 0;
+    return report_sent(seq, errors, start);
 }
 
 static int cmp64(const void *a, const void *b) {
@@ -306,18 +315,9 @@ static int do_raw(int argc, char **argv) {
             seq += (uint64_t)sent;
         }
         if (rate <= 0) continue;
-        next += TICK_NS;
-        if (next > t) {
-            struct timespec ts = {next / 1000000000LL, next % 1000000000LL};
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        } else {
-            next = t;
-        }
+        next = pace(next, t);
     }
-    double took = (double)(now_ns(CLOCK_MONOTONIC) - start) / 1e9;
-    printf("{\"sent\": %llu, \"send_errors\": %llu, \"duration_s\": %.6f}\n",
-           (unsigned long long)(seq - errors), (unsigned long long)errors, took);
-    return 0;
+    return report_sent(seq, errors, start);
 }
 
 int main(int argc, char **argv) {
