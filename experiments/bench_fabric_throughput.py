@@ -49,10 +49,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 
+from switch import bench_net
 from topologies.model import Fabric, FabricSpec, build_fabric
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-BLAST_SOURCE = REPO_ROOT / "experiments" / "udpblast.c"
 BLAST_PORT = 5999
 DEFAULT_RATES = (1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000)
 DEFAULT_SIZES = (64, 1400)
@@ -112,20 +112,16 @@ class Network:
 
 
 def build_blaster(build_dir: pathlib.Path) -> pathlib.Path:
-    """``build/udpblast`` from its C source, rebuilt when the source is newer."""
-    exe = build_dir / "udpblast"
-    if exe.exists() and exe.stat().st_mtime >= BLAST_SOURCE.stat().st_mtime:
-        return exe
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise BenchError("no C compiler (cc/gcc) on PATH: install gcc to build udpblast")
-    build_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [cc, "-O2", "-Wall", "-o", str(exe), str(BLAST_SOURCE)], capture_output=True, text=True
-    )
-    if proc.returncode:
-        raise BenchError(f"cannot compile {BLAST_SOURCE}: {proc.stderr.strip()}")
-    return exe
+    """``build/udpblast`` from its C source, rebuilt when the source is newer
+    (:func:`switch.bench_net.build_blaster`).
+
+    Raises:
+        BenchError: no C compiler, or the source did not compile.
+    """
+    try:
+        return bench_net.build_blaster(build_dir)
+    except RuntimeError as e:
+        raise BenchError(str(e)) from None
 
 
 def _enter_pid(pid: int) -> list[str]:
