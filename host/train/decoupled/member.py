@@ -243,7 +243,7 @@ class MemberState:
         background (:meth:`flush` waits for it)."""
         self.checkpoint = self._snapshot()
         if self.writer is not None:
-            self.writer.submit(self.state().copy(), self.checkpoint.counters)
+            self.writer.submit(self.state(), self.checkpoint.counters)  # a new array
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until the last checkpoint is on disk (True without a file)."""
