@@ -19,7 +19,12 @@ from host.train.diloco.config import InnerConfig, InnerOptimizer
 from host.train.diloco.wire import MessageKind, TensorMessage, decode, encode
 
 CFG = ElasticConfig(
-    task="digits-mlp", workers=3, rounds=50, rendezvous_timeout_s=1.0, eval_every_rounds=2
+    task="digits-mlp",
+    workers=3,
+    rounds=50,
+    rendezvous_timeout_s=1.0,
+    form_timeout_s=1.0,
+    eval_every_rounds=2,
 )
 
 
@@ -52,6 +57,17 @@ def test_the_group_forms_when_every_worker_joined() -> None:
     outs = core.receive(0.2, 2, join(2))
     assert kinds(outs) == [(w, MessageKind.STATE, 0, (0,)) for w in (0, 1, 2)]
     assert core.group == {0, 1, 2} and core.reforms[-1].reason == "formed"
+
+
+def test_the_group_forms_without_a_straggler_after_the_form_timeout() -> None:
+    core = CoordinatorCore(replace(CFG, form_timeout_s=3.0), 16)
+    assert core.receive(0.0, 0, join(0)) == [] and core.receive(0.5, 1, join(1)) == []
+    assert core.next_deadline() == 3.0 and core.tick(2.99) == []  # not the 1 s round timeout
+    outs = core.tick(3.0)
+    assert kinds(outs) == [(w, MessageKind.STATE, 0, (0,)) for w in (0, 1)]
+    r = core.reforms[-1]
+    assert (r.reason, r.workers, r.group) == ("formed", (0, 1), (0, 1))
+    assert core.receive(3.5, 2, join(2)) == [] and core.joiners == {2}  # joins like a returner
 
 
 def test_a_round_commits_the_mean_once_every_member_sent_its_gradient() -> None:

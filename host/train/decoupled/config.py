@@ -258,6 +258,10 @@ class ElasticConfig:
     rendezvous_timeout_s: float = 1.0
     """After a round's first gradient, the coordinator waits this long for the other members;
     those missing are dropped and the round is redone by the rest."""
+    form_timeout_s: float = 2.0
+    """At the start the group forms once every worker joined, or this long after the first
+    JOIN without the late ones (who join later like a returning worker): a start-up
+    straggler (imports, a busy machine) is not a failure."""
     reply_timeout_s: float = 10.0
     """A worker waits this long for its round's result, then asks to join again."""
     join_timeout_s: float = 2.0
@@ -283,7 +287,7 @@ class ElasticConfig:
         if self.workers > MAX_LEARNERS:
             raise ConfigError(f"workers must be <= {MAX_LEARNERS}, got {self.workers}")
         _positive(self, "rendezvous_timeout_s", "reply_timeout_s", "join_timeout_s")
-        _positive(self, "setup_timeout_s")
+        _positive(self, "form_timeout_s", "setup_timeout_s")
         if not self.max_wall_s > 0:
             raise ConfigError(f"max_wall_s must be positive, got {self.max_wall_s}")
         if self.reply_timeout_s <= self.rendezvous_timeout_s:

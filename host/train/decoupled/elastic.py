@@ -11,7 +11,7 @@ coordinator and a broadcast back, over reliable MRC messages.
 :class:`CoordinatorCore` (pure: messages and time in, messages out) keeps the rendezvous:
 
 * **Forming.** At the start the group forms from the workers that JOIN (all have the same
-  initial state); it is complete when every worker joined or ``rendezvous_timeout_s`` after
+  initial state); it is complete when every worker joined or ``form_timeout_s`` after
   the first; each member is admitted (STATE without payload: keep your own) at round 0.
 * **A member missing.** ``rendezvous_timeout_s`` after a round's first gradient (or after a
   worker asked to join: the rendezvous is open), the members whose gradient did not come are
@@ -131,7 +131,7 @@ class CoordinatorCore:
     def next_deadline(self) -> float:
         times = [math.inf]
         if self.forming and self.first_join is not None:
-            times.append(self.first_join + self.cfg.rendezvous_timeout_s)
+            times.append(self.first_join + self.cfg.form_timeout_s)
         if self.first_at is not None:
             times.append(self._round_deadline())
         times += [at for at, _ in self.held]
@@ -162,10 +162,7 @@ class CoordinatorCore:
         out: list[Out] = self._release(now)
         if self.forming and (
             len(self.pending) == self.cfg.workers
-            or (
-                self.first_join is not None
-                and now >= self.first_join + self.cfg.rendezvous_timeout_s
-            )
+            or (self.first_join is not None and now >= self.first_join + self.cfg.form_timeout_s)
         ):
             out += self._formed(now)
         if not self.forming and self.first_at is not None and now >= self._round_deadline():
