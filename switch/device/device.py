@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from switch.compile import CompiledProgram
 from switch.device.tm import PortQueue, TrafficManager
@@ -101,6 +101,27 @@ def _decode_header(spec: ControllerHeaderSpec, data: bytes) -> tuple[dict[int, i
         shift -= f.width
         values[i] = (acc >> shift) & ((1 << f.width) - 1)
     return values, data[n:]
+
+
+class HeldQueues(Protocol):
+    """Egress queues kept outside the traffic manager (the native data path's queues in C,
+    :class:`switch.device.fastpath.RingFastPath`), with the traffic manager's semantics."""
+
+    def held(self) -> int:
+        """Packets waiting in them."""
+        ...
+
+    def held_at(self, port: int) -> int:
+        """Packets waiting for ``port``."""
+        ...
+
+    def held_departure_us(self) -> float | None:
+        """The earliest time one of them may leave (None: none waits)."""
+        ...
+
+    def release(self) -> None:
+        """Move them into the traffic manager's queues, in order."""
+        ...
 
 
 class Wakeup:
@@ -192,6 +213,11 @@ class Device:
         self._clock = clock
         self.wakeup = Wakeup()  # set when work arrives from the control plane
         self._ready: list[tuple[int, bytes]] = []  # frames egress produced, not yet handed out
+        # Queues the native data path keeps in C: released into ``tm`` before the Python path
+        # queues a packet (:meth:`receive`, :meth:`receive_batch`, :meth:`packet_out`), so
+        # that a port's packets stay in order.
+        self.native_queues: HeldQueues | None = None
+        self.tm.held_at = self._held_at
 
     # -- time --------------------------------------------------------------------------
 
@@ -229,9 +255,20 @@ class Device:
 
     # -- packet path -------------------------------------------------------------------
 
+    def _held_at(self, port: int) -> int:
+        nq = self.native_queues
+        return nq.held_at(port) if nq is not None else 0
+
+    def _release_held(self) -> None:
+        nq = self.native_queues
+        if nq is not None and nq.held():
+            nq.release()
+
     def receive(self, port: int, data: bytes) -> int:
         """Ingress for a frame received on ``port``; returns how many packets were queued."""
         sw = self.switch
+        if self.native_queues is not None:
+            self._release_held()
         self.counters.rx += 1
         if sw is None:
             self.counters.no_pipeline_drops += 1
@@ -257,6 +294,8 @@ class Device:
         batch goes on. Call with ``lock`` held.
         """
         sw = self.switch
+        if self.native_queues is not None:
+            self._release_held()
         if sw is not None and len(frames) > 1 and self._whole_batch_ok(sw, frames):
             return self._receive_whole_batch(sw, frames, on_error)
         n = 0
@@ -330,6 +369,7 @@ class Device:
     def packet_out(self, payload: bytes, metadata: dict[int, int]) -> int:
         """A PacketOut from the controller: ingress on the CPU port with a packet_out header."""
         sw = self.switch
+        self._release_held()
         self.counters.from_cpu += 1
         if sw is None or self.cpu_port is None:
             self.counters.no_pipeline_drops += 1
@@ -456,7 +496,9 @@ class Device:
             c.from_cpu,
             c.to_cpu,
             self._copies + (sw.counters.copies if sw is not None else 0),
-            self.tm.backlog + len(self._ready),
+            self.tm.backlog
+            + len(self._ready)
+            + (self.native_queues.held() if self.native_queues is not None else 0),
             tuple(self.io_packets()) if self.io_packets is not None else (),
         )
 
@@ -464,7 +506,13 @@ class Device:
         """When the data path must run again to send something (None: nothing pending)."""
         if self._ready:
             return float(self.now_us())
-        return self.tm.next_departure_us()
+        nxt = self.tm.next_departure_us()
+        nq = self.native_queues
+        if nq is not None and nq.held():
+            held = nq.held_departure_us()
+            if held is not None and (nxt is None or held < nxt):
+                nxt = held
+        return nxt
 
 
 class _Sized:

@@ -10,25 +10,37 @@ egress and writes the frame straight into the egress port's TX ring, kicking eac
 No Python object is made per packet. What the C does not decide comes back to Python, which
 then does exactly what the per-packet path does:
 
-* a packet for a port that must queue (and every later packet of the round for that port),
-  the CPU port or a port without a ring: after its ingress it goes to
-  :meth:`Device._enqueue` with its C state, in order (the round stops after a packet for a
-  port without a ring, so that its egress runs before any later packet's); with one queue
-  per port, a packet that finds its port's queue full is tail-dropped in C and counted as
-  the traffic manager counts it;
+* a packet for the CPU port or a port without a ring: after its ingress it goes to
+  :meth:`Device._enqueue` with its C state, in order (the round stops after it, so that its
+  egress runs before any later packet's);
+* a packet for a ring port that must queue (and every later packet for that port until its
+  queue is empty): with one queue per port it waits in the port's queue **in C** (the
+  traffic manager's depth, tail drop counted as ``tail_drop``, ``enq_qdepth`` and the enqueue
+  time kept with it); every round first dequeues what the ports' rates allow (round robin,
+  one packet per port per pass, as :meth:`TrafficManager.dequeue_ready
+  <switch.device.tm.TrafficManager.dequeue_ready>`), runs egress with ``enq_timestamp``,
+  ``enq_qdepth``, ``deq_timedelta`` and ``deq_qdepth`` and writes the frame into the TX
+  ring. Before the Python path queues anything (a Python round, a slow-path frame, a
+  PacketOut) or a queue's depth is set anew, :meth:`RingFastPath.release` moves those packets
+  into the traffic manager's queues in order, and the C leaves a port to the traffic manager
+  until its queue there is empty again (so a port's packets never pass each other). With
+  several priority queues per port they go to the traffic manager as before;
 * an output whose TX ring is full: the round stops and it is sent on the plain socket;
 * a frame the rings' slow path handles (VLAN tag taken out, partial checksum, truncated, runt,
   outgoing, jumbo): the round stops before it, and that frame is read by the ring's Python
   code and goes through the per-packet path.
 
 The accounting is the per-packet path's: device and port counters, the traffic manager's
-enqueued/dequeued counts and rate schedule (``next_free_us``, the same arithmetic), drops by
-reason and port, the executor's counters, digests. Call :meth:`RingFastPath.round` with the
+enqueued/dequeued counts, largest depth and rate schedule (``next_free_us``, the same
+arithmetic), drops by reason and port, the executor's counters, digests; packets waiting in C
+count as queued (:meth:`Device.packet_totals`) and in ``show_queues``' depth, and their next
+departure wakes the loop (:meth:`Device.next_departure_us`). Call :meth:`RingFastPath.round` with the
 device lock held, from the data-path thread only.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from switch.device.device import Device
@@ -42,6 +54,8 @@ MAX_LIMIT = 256  # frames per round at most
 SPILL_BYTES = 16384 + 4096
 JOB_BYTES = 16384  # a job's frame at most (TF_RING_MAX_FRAME)
 MAX_JOBS = 64  # packets for the traffic manager per round at most
+CQ_MAX_DEPTH = 4096  # deeper queues stay in the Python traffic manager
+_CQ_HEAD = struct.Struct("=4IQ")  # a C queue slot: length, payload offset, enq_qdepth, 0, enq_us
 
 
 class RingFastPath:
@@ -59,8 +73,14 @@ class RingFastPath:
         self._lib: Any = None
         self.rounds = 0  # rounds run in C
         self.frames = 0  # frames those rounds took
+        self.dequeued = 0  # packets the C rounds took from the queues in C
+        self._held: list[int] = [0] * len(self._order)  # per port: packets in its C queue
+        self.held_total = 0
+        device.native_queues = self
 
     def _bind(self, seen: V1Switch | None) -> None:
+        if self.held_total:  # packets of the executor before: into the traffic manager
+            self.release()
         self._seen = seen
         self._sw = None
         self._lib = None
@@ -107,13 +127,77 @@ class RingFastPath:
         r.drop_code, r.drop_port = keep[7], keep[8]
         r.spill_cap, r.drop_cap = MAX_JOBS, MAX_LIMIT
         self._keep = keep
+        # the queues in C: a buffer per port, allocated for its depth when first used
+        self._cq: list[Any] = [None] * n
+        fmax = max(p._rings.frame_size for p in self._order if p._rings is not None)
+        self._cq_slot = int(lib.tf_cq_slot_size(fmax))
+        self._cq_state_off = int(lib.tf_cq_state_offset())
+        self._cq_frame_off = int(lib.tf_cq_frame_offset())
         self._ffi, self._lib, self._handle = ffi, lib, handle
         self._ports, self._pmap, self._r = ports, pmap, r
         # per port: (rx_idx, tx_idx, tx_pending, fast, rate_bps, rate_pps, next_free, qlen,
-        # depth) as the C has them (None: unknown, written before the next round)
-        self._cache: list[tuple[int, int, int, bool, float, float, float, int, int] | None] = [
-            None
-        ] * n
+        # depth, cq_on) as the C has them (None: unknown, written before the next round)
+        self._cache: list[tuple[int, int, int, bool, float, float, float, int, int, bool] | None]
+        self._cache = [None] * n
+
+    # -- the queues in C (Device.native_queues) ---------------------------------------------
+
+    def held(self) -> int:
+        """Packets waiting in the queues in C."""
+        return self.held_total
+
+    def held_at(self, port: int) -> int:
+        """Packets waiting in port ``port``'s queue in C."""
+        if not self.held_total:
+            return 0
+        return sum(h for p, h in zip(self._order, self._held) if p.number == port)
+
+    def held_departure_us(self) -> float | None:
+        """The earliest next departure of a port with packets in its queue in C."""
+        if not self.held_total:
+            return None
+        return min(float(self._ports[k].next_free) for k, h in enumerate(self._held) if h)
+
+    def release(self) -> None:
+        """Move every packet of the queues in C into the traffic manager's queues, in order
+        and with its enqueue time and depth (before the Python path touches a queue)."""
+        for k, h in enumerate(self._held):
+            if h:
+                self._release_port(k)
+
+    def _release_port(self, k: int) -> None:
+        c = self._ports[k]
+        sw = self._sw
+        assert sw is not None
+        port = self._order[k].number
+        tm = self.device.tm
+        pq = tm.ports.get(port) or tm.port(port)
+        ffi = self._ffi
+        slot, cap = c.cq_slot, c.cq_cap
+        buf = ffi.buffer(c.cq, cap * slot)
+        so, fo = self._cq_state_off, self._cq_frame_off
+        for i in range(c.cq_n):
+            off = ((c.cq_head + i) % cap) * slot
+            length, poff, qdepth, _z, enq_us = _CQ_HEAD.unpack_from(buf, off)
+            job = sw.ring_job(port, c.cq + off + so, 0, buf[off + fo : off + fo + length], poff)
+            job.sm.f_enq_timestamp = enq_us & 0xFFFFFFFF
+            job.sm.f_enq_qdepth = qdepth
+            job.nbytes = length - poff + 64
+            pq.queues[0].append((enq_us, job))
+            tm.backlog += 1
+        c.cq_n = c.cq_head = 0
+        self.held_total -= self._held[k]
+        self._held[k] = 0
+        self._cache[k] = None
+
+    def _cq_alloc(self, k: int, depth: int) -> None:
+        """Port ``k``'s queue in C for ``depth`` packets (it is empty)."""
+        c = self._ports[k]
+        if self._cq[k] is None or c.cq_cap != depth:
+            buf = self._ffi.new("uint8_t[]", depth * self._cq_slot)
+            self._cq[k] = buf
+            c.cq, c.cq_cap, c.cq_slot = buf, depth, self._cq_slot
+        c.cq_head = c.cq_n = 0
 
     def _read_back(self, k: int, now: int) -> None:
         """Port ``k``'s ring indices and counters from the C into the Python objects."""
@@ -142,12 +226,22 @@ class RingFastPath:
             self._cache[k] = None  # its queue length in C moved
         next_free = c.next_free
         enq = c.enq_n
-        if enq:
+        cenq, cdeq = c.cq_enq, c.cq_deq
+        moved = enq or cdeq  # packets left: the rate's next departure moved
+        if enq or cenq or cdeq:
             pq = tm.ports.get(port.number) or tm.port(port.number)
-            pq.enqueued += enq
-            pq.dequeued += enq
-            if pq.rate_bps or pq.rate_pps:
+            pq.enqueued += enq + cenq
+            pq.dequeued += enq + cdeq
+            if moved and (pq.rate_bps or pq.rate_pps):
                 pq.next_free_us = next_free
+            if c.cq_max > pq.max_depth_seen:
+                pq.max_depth_seen = c.cq_max
+            if cenq or cdeq:
+                held = c.cq_n
+                self.held_total += held - self._held[k]
+                self._held[k] = held
+                self.dequeued += cdeq
+                c.cq_enq = c.cq_deq = 0
         c.rx_n = c.out_n = c.enq_n = c.tx_n = c.tx_malformed = c.tx_errors = 0
         cached = self._cache[k]
         if cached is not None:  # C and Python agree again on this port
@@ -158,9 +252,10 @@ class RingFastPath:
                 cached[3],
                 cached[4],
                 cached[5],
-                next_free if enq else cached[6],
+                next_free if moved else cached[6],
                 cached[7],
                 cached[8],
+                cached[9],
             )
 
     def round(self, limit: int) -> int:
@@ -177,6 +272,7 @@ class RingFastPath:
         cache = self._cache
         tm_ports = tm.ports
         one_queue = tm.nq == 1  # the C tail-drops for a full queue itself
+        held = self._held
         for k, port in enumerate(order):
             rings = port._rings
             if port.closed or rings is None:
@@ -194,9 +290,13 @@ class RingFastPath:
                     0.0,
                     0,
                     depth if one_queue else 0,
+                    one_queue and 0 < depth <= CQ_MAX_DEPTH,
                 )
             else:
+                if held[k] and pq.depth[0] != cports[k].cq_cap:  # the depth was set anew
+                    self._release_port(k)
                 busy = tm.backlog and any(pq.queues)
+                depth = pq.depth[0]
                 want = (
                     rings.rx_idx,
                     rings.tx_idx,
@@ -206,16 +306,21 @@ class RingFastPath:
                     pq.rate_pps,
                     pq.next_free_us,
                     len(pq.queues[0]) if busy and one_queue else 0,
-                    pq.depth[0] if one_queue else 0,
+                    depth if one_queue else 0,
+                    one_queue and not busy and 0 < depth <= CQ_MAX_DEPTH,
                 )
             if want != cache[k]:  # what the C has is not what Python has: write it
                 c = cports[k]
                 c.rx_idx, c.tx_idx, c.tx_pending = want[0], want[1], want[2]
                 c.fast, c.rate_bps, c.rate_pps, c.next_free = want[3], want[4], want[5], want[6]
                 c.qlen, c.depth = want[7], want[8]
+                if want[9] and not held[k]:
+                    self._cq_alloc(k, want[8])
+                c.cq_on = want[9]
                 cache[k] = want
         r = self._r
         r.nq, r.burst = tm.nq, tm.burst_us
+
         perr = sw.before_ring_round()
         now = dev.now_us()
         pset = self.ports

@@ -115,7 +115,7 @@ def show_queues(st: SwitchState, tm: TrafficManager | None, a: list[str]) -> str
             else "unlimited"
         )
         lines.append(
-            f"{port:>4}  {pq.size():>5}  {pq.max_depth_seen:>9}  {pq.enqueued:>8}  "
+            f"{port:>4}  {t.depth_of(port):>5}  {pq.max_depth_seen:>9}  {pq.enqueued:>8}  "
             f"{pq.dequeued:>8}  {pq.drops:>5}  {rate}"
         )
     return "\n".join(lines)

@@ -76,6 +76,9 @@ class TrafficManager:
         self.default_rate_bps = 0.0
         self.ports: dict[int, PortQueue] = {}
         self.backlog = 0  # packets in all queues
+        # Packets of a port waiting outside these queues (the native data path's queues in
+        # C, :class:`switch.device.device.Device` sets it): part of the depth ``stats`` shows.
+        self.held_at: Callable[[int], int] = lambda port: 0
 
     def port(self, port: int) -> PortQueue:
         pq = self.ports.get(port)
@@ -211,10 +214,15 @@ class TrafficManager:
                     best = t
         return best
 
+    def depth_of(self, port: int) -> int:
+        """Packets waiting for ``port``: in its queues here and (native path) in C."""
+        pq = self.ports.get(port)
+        return (pq.size() if pq is not None else 0) + self.held_at(port)
+
     def stats(self) -> dict[int, dict[str, int]]:
         return {
             p: {
-                "depth": pq.size(),
+                "depth": self.depth_of(p),
                 "drops": pq.drops,
                 "enqueued": pq.enqueued,
                 "dequeued": pq.dequeued,

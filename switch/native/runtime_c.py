@@ -15,6 +15,10 @@ typedef struct {
     int number, max_untagged, max_frame, fast, qlen, depth;
     double rate_bps, rate_pps, next_free;
     uint64_t rx_n, out_n, enq_n, tx_malformed, tx_errors, tail_drops; int64_t tx_n;
+    /* the port's egress queue in C (one queue per port): cq_cap slots of cq_slot bytes from
+       cq, cq_n of them queued from cq_head; used while cq_on */
+    uint8_t *cq; int cq_cap, cq_slot, cq_head, cq_n, cq_on, cq_max;
+    uint64_t cq_enq, cq_deq;
 } tf_port;
 typedef struct {
     int nq; double burst; int odd; uint64_t touched;
@@ -22,6 +26,7 @@ typedef struct {
     int nspill, spill_cap; int *job_port, *job_prio, *job_len, *job_poff;
     uint8_t *jobs; uint8_t *state;
     int ndrop, drop_cap; int *drop_code; int *drop_port;
+    int ndeq;
 } tf_round;
 """
 
@@ -54,6 +59,9 @@ int tf_table_hits(tf_sw *X, int t, int *out, int cap);
     + """
 int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t now,
                   const int16_t *pmap, int pmap_n, tf_round *R);
+int tf_cq_slot_size(int max_frame);
+int tf_cq_state_offset(void);
+int tf_cq_frame_offset(void);
 extern "Python" uint64_t tf_py_random(void *, uint64_t, uint64_t);
 """
 )
@@ -526,6 +534,139 @@ static inline void ring_drop(tf_round *R, int code, int port) {
     R->ndrop++;
 }
 
+/* whether q's next TX slot is free (kicking the ring once when it is not) */
+static inline int ring_tx_free(tf_port *q) {
+    u8 *ts = q->tx + (size_t)q->tx_idx * q->tx_fs;
+    uint32_t tst = ring_status(ts);
+    if (tst == 0 || tst == TPS_WRONG_FORMAT) return 1;
+    ring_kick(q);
+    tst = ring_status(ts);
+    return tst == 0 || tst == TPS_WRONG_FORMAT;
+}
+
+/* an egress output of n bytes in obuf into q's TX ring: 1 done (sent or counted malformed),
+   0 the ring is full (nothing written) */
+static int ring_put(tf_port *q, const u8 *obuf, int n) {
+    if (n < 14 || (n > q->max_untagged
+                   && !(n <= q->max_frame && obuf[12] == 0x81 && obuf[13] == 0x00)
+                   && !(n <= q->max_frame && obuf[12] == 0x88 && obuf[13] == 0xA8))
+        || n > q->tx_fs - q->tx_data) {
+        q->tx_malformed++;
+        return 1;
+    }
+    u8 *ts = q->tx + (size_t)q->tx_idx * q->tx_fs;
+    uint32_t tst = ring_status(ts);
+    if (tst != 0 && tst != TPS_WRONG_FORMAT) {
+        ring_kick(q);  /* ring full: push out what is requested, look again */
+        tst = ring_status(ts);
+    }
+    if (tst == TPS_WRONG_FORMAT) q->tx_errors++;
+    else if (tst != 0) return 0;
+    memcpy(ts + q->tx_data, obuf, (size_t)n);
+    uint32_t n32 = (uint32_t)n;
+    memcpy(ts + 4, &n32, 4);
+    ring_set_status(ts, TPS_SEND_REQUEST);
+    if (++q->tx_idx == q->tx_nfr) q->tx_idx = 0;
+    q->tx_pending++;
+    q->tx_n++;
+    return 1;
+}
+
+/* TrafficManager._charge: a packet of nbytes leaving q now advances its next departure */
+static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now) {
+    if (!(q->rate_bps > 0 || q->rate_pps > 0)) return;
+    double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
+                                  : 1e6 / q->rate_pps;
+    double start = q->next_free > (double)now - cost ? q->next_free : (double)now;
+    q->next_free = start + cost;
+}
+
+/* -- the egress queues in C (TrafficManager.enqueue / dequeue_ready for one queue per port) --
+ * A slot: u32 frame length, u32 payload offset, u32 enq_qdepth, u32 0, u64 enqueue time (us),
+ * u64 0, then the packet's tf_state (ingress done) at CQ_HDR, then the received frame at
+ * CQ_HDR + CQ_STATE. */
+#define CQ_HDR 32
+#define CQ_STATE ((sizeof(tf_state) + 15) & ~(size_t)15)
+
+int tf_cq_slot_size(int max_frame) { return (int)(CQ_HDR + CQ_STATE) + max_frame; }
+int tf_cq_state_offset(void) { return CQ_HDR; }
+int tf_cq_frame_offset(void) { return (int)(CQ_HDR + CQ_STATE); }
+
+/* queue the packet whose ingress state is in X: 1 queued, 0 tail-dropped (full queue) */
+static int cq_push(tf_sw *X, tf_port *q, const u8 *data, uint32_t len, int poff, uint64_t now) {
+    if (q->cq_n >= q->depth || (int)(CQ_HDR + CQ_STATE + len) > q->cq_slot) {
+        q->tail_drops++;
+        return 0;
+    }
+    int i = q->cq_head + q->cq_n;
+    if (i >= q->cq_cap) i -= q->cq_cap;
+    u8 *s = q->cq + (size_t)i * q->cq_slot;
+    uint32_t h[4] = {len, (uint32_t)poff, (uint32_t)q->cq_n, 0};
+    memcpy(s, h, 16);
+    memcpy(s + 16, &now, 8);
+    tf_state *S = (tf_state *)(s + CQ_HDR);
+    memcpy(&S->hdr, &X->hdr, sizeof X->hdr);
+    memcpy(&S->meta, &X->meta, sizeof X->meta);
+    memcpy(&S->sm, &X->sm, sizeof X->sm);
+    S->itrunc = X->trunc;
+    memcpy(s + CQ_HDR + CQ_STATE, data, len);
+    q->cq_n++;
+    q->cq_enq++;
+    if (q->cq_n > q->cq_max) q->cq_max = q->cq_n;
+    return 1;
+}
+
+/* dequeue what the ports' rates allow now (round robin, one packet per port per pass, as
+   TrafficManager.dequeue_ready; ports in ring order, where Python's are in the order it first
+   saw them: departures in one instant may interleave across ports differently), egress, into
+   the TX rings; at most `budget` packets. A port whose TX ring is full keeps its packets for
+   a later round. */
+static int cq_drain(tf_sw *X, tf_port *P, int np, uint64_t now, tf_round *R, u8 *obuf,
+                    int budget) {
+    int done = 0, progress = 1;
+    uint64_t blocked = 0;
+    double horizon = (double)now + R->burst;
+    while (progress && done < budget) {
+        progress = 0;
+        for (int k = 0; k < np && done < budget; k++) {
+            tf_port *q = &P[k];
+            if (!q->cq_n || q->next_free > horizon || (blocked >> k) & 1) continue;
+            if (!ring_tx_free(q)) { blocked |= 1ull << k; continue; }
+            u8 *s = q->cq + (size_t)q->cq_head * q->cq_slot;
+            uint32_t h[4];
+            uint64_t enq_us;
+            memcpy(h, s, 16);
+            memcpy(&enq_us, s + 16, 8);
+            if (++q->cq_head == q->cq_cap) q->cq_head = 0;
+            q->cq_n--;
+            q->cq_deq++;
+            R->touched |= 1ull << k;
+            done++;
+            progress = 1;
+            int len = (int)h[0], poff = (int)h[1];
+            tm_charge(q, (uint64_t)(len - poff) + 64, now);
+            const tf_state *S = (const tf_state *)(s + CQ_HDR);
+            memcpy(&X->hdr, &S->hdr, sizeof X->hdr);
+            memcpy(&X->meta, &S->meta, sizeof X->meta);
+            memcpy(&X->sm, &S->sm, sizeof X->sm);
+            u64 enq[4] = {enq_us & 0xFFFFFFFFull, h[2], (now - enq_us) & 0xFFFFFFFFull,
+                          (u64)q->cq_n};
+            set_enq(X, enq, 1);
+            int r[4] = {0, 0, 0, 0};
+            const u8 *frame = s + CQ_HDR + CQ_STATE;
+            if (egress_part(X, q->number, S->itrunc, frame + poff, len - poff, now, obuf, r)) {
+                X->stats[ST_DROPPED]++;
+                ring_drop(R, 2, q->number);
+                continue;
+            }
+            q->out_n++;
+            ring_put(q, obuf, r[3]);  /* a free slot: checked above */
+        }
+    }
+    R->ndeq = done;
+    return done;
+}
+
 /* one frame of port p: 0 none ready, 1 done, -1 done and the round must stop, -2 odd */
 static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_t *pmap,
                     int pmap_n, tf_round *R, u8 *obuf) {
@@ -558,9 +699,16 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     int eport = r[1], poff = r[2], prio = sm_priority(X);
     int k = eport >= 0 && eport < pmap_n ? pmap[eport] : -1;
     tf_port *q = k >= 0 ? &P[k] : NULL;
-    int fast = q != NULL && q->fast && prio >= 0 && prio < R->nq;
+    int fast = q != NULL && q->fast && !q->cq_n && prio >= 0 && prio < R->nq;
     int rated = fast && (q->rate_bps > 0 || q->rate_pps > 0);
     if (rated && (R->burst <= 0 || q->next_free > (double)now + R->burst)) fast = 0;
+    if (!fast && q != NULL && q->cq_on && prio == 0 && R->nq == 1) {
+        /* it waits in the port's queue in C (tail-dropped when the queue is full) */
+        cq_push(X, q, data, len, poff, now);
+        R->touched |= 1ull << k;
+        ring_release_rx(p, slot);
+        return 1;
+    }
     if (!fast && q != NULL && q->depth > 0 && prio == 0 && R->nq == 1) {
         /* one queue per port, the packet will queue: tail-dropped when the queue is full */
         if (q->qlen >= q->depth) {
@@ -589,13 +737,8 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     }
     q->enq_n++;
     R->touched |= 1ull << k;
-    if (rated) {  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
-        uint64_t nbytes = (uint64_t)((int)len - poff) + 64;
-        double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
-                                      : 1e6 / q->rate_pps;
-        double start = q->next_free > (double)now - cost ? q->next_free : (double)now;
-        q->next_free = start + cost;
-    }
+    if (rated)  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
+        tm_charge(q, (uint64_t)((int)len - poff) + 64, now);
     u64 enq[4] = {now & 0xFFFFFFFFull, 0, 0, 0};
     set_enq(X, enq, 1);
     int e = egress_part(X, eport, X->trunc, data + poff, (int)len - poff, now, obuf, r);
@@ -608,32 +751,11 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     int n = r[3];
     q->out_n++;
     ring_release_rx(p, slot);
-    if (n < 14 || (n > q->max_untagged
-                   && !(n <= q->max_frame && obuf[12] == 0x81 && obuf[13] == 0x00)
-                   && !(n <= q->max_frame && obuf[12] == 0x88 && obuf[13] == 0xA8))
-        || n > q->tx_fs - q->tx_data) {
-        q->tx_malformed++;
-        return 1;
-    }
-    u8 *ts = q->tx + (size_t)q->tx_idx * q->tx_fs;
-    uint32_t tst = ring_status(ts);
-    if (tst != 0 && tst != TPS_WRONG_FORMAT) {
-        ring_kick(q);  /* ring full: push out what is requested, look again */
-        tst = ring_status(ts);
-    }
-    if (tst == TPS_WRONG_FORMAT) q->tx_errors++;
-    else if (tst != 0) {
+    if (!ring_put(q, obuf, n)) {
         memcpy(R->spill, obuf, (size_t)n);
         R->spill_kind = 2; R->spill_port = eport; R->spill_len = n;
         return -1;
     }
-    memcpy(ts + q->tx_data, obuf, (size_t)n);
-    uint32_t n32 = (uint32_t)n;
-    memcpy(ts + 4, &n32, 4);
-    ring_set_status(ts, TPS_SEND_REQUEST);
-    if (++q->tx_idx == q->tx_nfr) q->tx_idx = 0;
-    q->tx_pending++;
-    q->tx_n++;
     return 1;
 }
 
@@ -641,9 +763,15 @@ int tf_ring_round(tf_sw *X, tf_port *P, int np, int start, int limit, uint64_t n
                   const int16_t *pmap, int pmap_n, tf_round *R) {
     u8 obuf[TF_RING_MAX_FRAME + MAX_HEADER_BYTES + 64];
     int got = 0, room = limit, stop = 0;
-    R->odd = 0; R->spill_kind = 0; R->ndrop = 0; R->touched = 0; R->nspill = 0;
+    R->odd = 0; R->spill_kind = 0; R->ndrop = 0; R->touched = 0; R->nspill = 0; R->ndeq = 0;
     if (np <= 0 || np > 64) return 0;
     if (limit > R->drop_cap) room = limit = R->drop_cap;
+    int queued = 0;
+    for (int i = 0; i < np; i++) queued |= P[i].cq_n;
+    if (queued) {  /* the queues first: what may leave now goes before new arrivals */
+        cq_drain(X, P, np, now, R, obuf, limit);
+        room = limit - R->ndrop;
+    }
     while (room > 0 && !stop) {
         int quota = room / np ? room / np : 1, busy = 0;
         for (int i = 0; i < np && !stop; i++) {
