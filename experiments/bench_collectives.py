@@ -140,13 +140,88 @@ def _init(backend: str, timeout_s: float) -> Any:
     return dist
 
 
-def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int]) -> None:
+class Tracer:
+    """Samples every MRC connection of this rank every ``interval_s`` (window, bytes in
+    flight, RTTs, resends, delay samples above the target, per-plane packets) into a JSON-lines
+    file: what held a sweep back, over time."""
+
+    def __init__(self, dist: Any, path: pathlib.Path, interval_s: float = 0.025) -> None:
+        import threading
+
+        from host.torchdist.backend import ProcessGroupTailfabric
+
+        pg = dist.distributed_c10d._get_default_group()
+        self.conns = pg.mesh.conns if isinstance(pg, ProcessGroupTailfabric) else {}
+        self.size = 0
+        self._file = open(path, "w")  # noqa: SIM115
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="bench-trace")
+        self._thread.start()
+
+    def _run(self) -> None:
+        from host.errors import TransportError
+
+        while not self._stop.wait(self._interval):
+            now = time.monotonic()
+            for peer, conn in self.conns.items():
+                try:
+                    st, evs = conn.stats(), conn.ev_stats()
+                except TransportError:
+                    return
+                row = {
+                    "t": round(now, 4),
+                    "size": self.size,
+                    "peer": peer,
+                    "cwnd": st.cwnd_bytes,
+                    "inflight": st.inflight_bytes,
+                    "queued": st.send_queued_bytes,
+                    "srtt_ms": round(st.srtt_us / 1e3, 2),
+                    "min_rtt_ms": round(st.min_rtt_us / 1e3, 2),
+                    "sent": st.packets_sent,
+                    "resent": st.retransmits,
+                    "rack": st.losses_rack,
+                    "rto": st.losses_rto,
+                    "evdown": st.losses_ev_down,
+                    "md": st.cc_decreases,
+                    "qa": st.cc_quick_adapts,
+                    "samples": st.cc_delay_samples,
+                    "above": st.cc_above_target,
+                    "evs": [
+                        [
+                            e.plane,
+                            e.state.value,
+                            e.packets_sent,
+                            e.bytes_acked,
+                            round(e.srtt_us / 1e3, 2),
+                            e.losses,
+                            e.ecn_marks,
+                        ]
+                        for e in evs
+                    ],
+                }
+                self._file.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._file.close()
+
+
+def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int], trace: bool = False) -> None:
     import torch
 
     dist = _init(backend, 300)
+    tracer = (
+        Tracer(dist, out.parent / f"trace_{backend}_r{dist.get_rank()}.jsonl")
+        if trace and backend == "tailfabric"
+        else None
+    )
     rows = []
     cpu0, wall0 = os.times(), time.monotonic()
     for size in sizes:
+        if tracer is not None:
+            tracer.size = size
         t = torch.ones(size // 4)
         dist.barrier()
         if size <= 1 << 20:
@@ -159,6 +234,8 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int]) -> None:
             lat.append(time.monotonic() - t0)
         rows.append({"size_bytes": size, "latencies_s": lat})
     cpu1 = os.times()
+    if tracer is not None:
+        tracer.close()
     busy = cpu1.user - cpu0.user + cpu1.system - cpu0.system
     print(f"{backend}: this rank used {busy / (time.monotonic() - wall0):.0%} of a core")
     if backend == "tailfabric":
@@ -213,6 +290,8 @@ def rank_stream(backend: str, out: pathlib.Path, size: int, stream_s: float) -> 
         times.append((t0, time.monotonic()))
         if t[0].item() == 0.0:
             break
+    if backend == "tailfabric":
+        _print_transport(dist)
     if rank == 0:
         out.write_text(json.dumps({"backend": backend, "times": times}))
     dist.destroy_process_group()
@@ -271,7 +350,20 @@ class Bench:
         out = self.work / f"sweep_{backend}.json"
         out.unlink(missing_ok=True)
         sizes_arg = ",".join(str(s) for s in sizes)
-        err = self.finish(self.launch(["sweep", backend, str(out), sizes_arg]), "sweep")
+        argv = ["sweep", backend, str(out), sizes_arg] + (["trace"] if self.args.trace else [])
+        before = self.switch_counters() if self.args.trace else {}
+        err = self.finish(self.launch(argv), "sweep")
+        if self.args.trace:
+            after = self.switch_counters()
+            diff = {
+                port: [
+                    a - b for a, b in zip(cells, before.get(port, [0] * len(cells)), strict=True)
+                ]
+                for port, cells in after.items()
+            }
+            busy = {p: c for p, c in diff.items() if any(c)}
+            path = self.work / f"switches_{backend}_r{round_no}.json"
+            path.write_text(json.dumps(busy, indent=0))
         if err or not out.exists():
             return [], err or "sweep: no result"
         doc = json.loads(out.read_text())
@@ -293,6 +385,26 @@ class Bench:
                 }
             )
         return rows, ""
+
+    def switch_counters(self) -> dict[str, list[int]]:
+        """``switch:port -> [tx packets, ECN marks, tail drops, other drops]`` of every switch
+        (``--trace``: where the sweep's packets queued and were dropped)."""
+        from controller import program as fp
+        from controller.commands import read_switch_counters
+        from controller.drops import PortDrops, per_port
+
+        ctl = self.actions().ctl
+        out: dict[str, list[int]] = {}
+        for name, sc in read_switch_counters(ctl, list(ctl.sessions)).items():
+            target = per_port(sc.target or ())
+            for port in ctl.wiring.switch_ports(name):
+                end = ctl.wiring.peer(name, port)
+                td = target.get(port, PortDrops())
+                tx = sc.program.get((fp.PORT_TX, port), (0, 0))[0]
+                ecn = sc.program.get((fp.ECN_MARKS, port), (0, 0))[0]
+                key = f"{name}:{port}>{end.name if end else ''}"
+                out[key] = [tx, ecn, td.tail, td.switch]
+        return out
 
     def failover(self, backend: str) -> tuple[dict[str, object], list[dict[str, object]]]:
         from controller.errors import ControllerError
@@ -567,7 +679,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         for rate in rates:
-            sizes = sizes_for(QUICK_SIZES_BYTES if args.quick else SIZES_BYTES, rate, args.max_s)
+            base = args.sizes or (QUICK_SIZES_BYTES if args.quick else SIZES_BYTES)
+            sizes = sizes_for(base, rate, args.max_s)
             left = [s for s in SIZES_BYTES if s not in sizes and not args.quick]
             print(
                 f"bench-collectives: {rate:g} Mbit/s links, sizes {[s >> 10 for s in sizes]} KiB"
@@ -582,7 +695,7 @@ def run(args: argparse.Namespace) -> int:
                 bench = Bench(args, state, rate)
                 try:
                     for rnd in range(args.rounds):
-                        for backend in BACKENDS:
+                        for backend in args.backends:
                             print(f"  round {rnd + 1}/{args.rounds}: {backend}", flush=True)
                             got, err = bench.sweep(backend, sizes, rnd)
                             runs.extend(got)
@@ -597,7 +710,7 @@ def run(args: argparse.Namespace) -> int:
                                 )
                             save()
                     if not args.no_failover:
-                        for backend in BACKENDS:
+                        for backend in args.backends:
                             print(f"  plane {FAIL_PLANE} fails: {backend}", flush=True)
                             row, stream = bench.failover(backend)
                             failovers.append(row)
@@ -670,6 +783,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="leave out sizes that take longer than this on one plane's link",
     )
     p.add_argument("--quick", action="store_true", help="three sizes only")
+    p.add_argument("--sizes-kib", default="", help="sizes in KiB, comma-separated (iterating)")
+    p.add_argument(
+        "--backends", default=",".join(BACKENDS), help="comma-separated subset of the backends"
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="sample every MRC connection every 25 ms and read the switches' counters around "
+        "each sweep (into <results>/bench_collectives/)",
+    )
     p.add_argument("--append", action="store_true", help="keep other rates' rows in the CSVs")
     p.add_argument("--no-failover", action="store_true", help="skip the failover runs")
     p.add_argument(
@@ -690,6 +813,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         a.link_mbps = parse_rates(a.link_mbps)
     except ValueError:
         p.error(f"--link-mbps: positive numbers separated by commas, not {a.link_mbps!r}")
+    try:
+        a.sizes = [int(x) << 10 for x in a.sizes_kib.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--sizes-kib: integers separated by commas, not {a.sizes_kib!r}")
+    a.backends = [b for b in a.backends.split(",") if b.strip()]
+    if not a.backends or any(b not in BACKENDS for b in a.backends):
+        p.error(f"--backends: a subset of {','.join(BACKENDS)}")
+    if any(s <= 0 for s in a.sizes):
+        p.error("--sizes-kib: positive sizes")
     if a.stream_kib < 0 or not 0 < a.fail_after_s < a.stream_s:
         p.error("need --stream-kib >= 0 and 0 < --fail-after-s < --stream-s")
     if a.down_s <= 0 or a.rounds < 1 or not a.max_s > 0:
@@ -700,7 +832,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def rank_main(argv: Sequence[str]) -> int:
     kind, backend, out = argv[0], argv[1], pathlib.Path(argv[2])
     if kind == "sweep":
-        rank_sweep(backend, out, [int(s) for s in argv[3].split(",")])
+        rank_sweep(backend, out, [int(s) for s in argv[3].split(",")], argv[4:5] == ["trace"])
     elif kind == "stream":
         rank_stream(backend, out, int(argv[3]), float(argv[4]))
     else:

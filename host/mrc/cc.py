@@ -40,6 +40,11 @@ class NsccWindow:
         self._validated = True
         self.decreases = 0
         self.quick_adapts = 0
+        self.delay_samples = 0
+        self.above_target = 0
+        """RTT samples, and those whose queuing delay was at or above the target."""
+        self.min_rtt = 0.0
+        """The smallest RTT sample seen (whatever ``base_rtt`` is configured to)."""
         self._table = REACTIONS_ECN if cfg.ecn_enabled else REACTIONS_DELAY_ONLY
 
     @property
@@ -64,7 +69,11 @@ class NsccWindow:
         )
         if self.cfg.base_rtt_us <= 0 and (self.base_rtt == 0.0 or rtt_s < self.base_rtt):
             self.base_rtt = rtt_s
+        if self.min_rtt == 0.0 or rtt_s < self.min_rtt:
+            self.min_rtt = rtt_s
         delay = max(0.0, rtt_s - self.base_rtt)
+        self.delay_samples += 1
+        self.above_target += delay >= self._target
         if self._roll_window(now, trigger=delay > self._qa_threshold):
             return
         self._table[(ce, delay >= self._target)](self, now, acked_bytes, delay)

@@ -85,6 +85,12 @@ class ConnStats:
     recv_buffered_bytes: int
     send_queued_bytes: int
     drops: dict[str, int] = field(default_factory=dict)
+    cc_decreases: int = 0
+    cc_quick_adapts: int = 0
+    cc_delay_samples: int = 0
+    cc_above_target: int = 0
+    """RTT samples whose queuing delay (RTT - base RTT) was at or above the window's target."""
+    min_rtt_us: float = 0.0
 
 
 class ConnectionCore:
@@ -459,6 +465,11 @@ class ConnectionCore:
             r.buffered_bytes,
             s.queued_bytes,
             dict(drops),
+            self.cc.decreases,
+            self.cc.quick_adapts,
+            self.cc.delay_samples,
+            self.cc.above_target,
+            self.cc.min_rtt * 1e6,
         )
 
 
