@@ -38,6 +38,7 @@ from experiments.fabric_job import (
 )
 from experiments.microburst import (
     DIGITS_EPOCH_ROUNDS,
+    LINK_MBPS,
     MIN_CHUNKS,
     QUEUE_DEPTH,
     CsvNames,
@@ -214,7 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--quick", action="store_true", help=f"{QUICK_ROUNDS} rounds, one seed, DBLP and fixed P"
     )
-    ap.add_argument("--link-mbps", type=float, default=20.0)
+    ap.add_argument(
+        "--link-mbps",
+        type=float,
+        default=LINK_MBPS,
+        help="link rate (Mbit/s) of a fabric the demo brings up itself",
+    )
     ap.add_argument("--results", default="results")
     ap.add_argument(
         "--wait-s", type=float, default=0.0, help="wait this long for another fabric to go away"
@@ -225,6 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rounds, args.seeds, policies = QUICK_ROUNDS, 1, QUICK_POLICIES
     if args.rounds < 10 or args.seeds < 1:
         print("need --rounds >= 10 and --seeds >= 1", file=sys.stderr)
+        return 2
+    if not args.link_mbps > 0:
+        print(f"--link-mbps must be positive, got {args.link_mbps:g}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     results_dir = pathlib.Path(args.results)

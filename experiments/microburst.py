@@ -78,6 +78,13 @@ QUEUE_DEPTH = 300
 at the parameter server drops a fifth of the chunks; with the same bytes it drops what a real
 buffer would."""
 SEEDS = 5
+LINK_MBPS = 200.0
+"""Link rate (Mbit/s) of a fabric the DBLP experiments bring up (``make exp-microburst``,
+``make demo``): 10× the 20 Mbit/s of before the switches' C data path (issue 18). What they
+measure does not depend on it: a burst round's latency is its probe/bitmap/resend cycles,
+each bound by the protocol's timers; a calm round's wire time (3 × 130 chunks of ~330 bytes
+into the server's two plane links: 26 ms at 20 Mbit/s, 2.6 ms at 200, and as much back) is
+a small part of its 0.3–0.5 s at either rate."""
 
 DIGITS_EPOCH_ROUNDS = 15
 """Rounds per epoch of the digits tasks (1,437 training images, 3 workers × 32 per round): the
@@ -651,9 +658,11 @@ def run_experiment(
 DEFAULT_TASKS = {"emu": "digits-mlp,chars-transformer", "fabric": "digits-mlp"}
 """What ``--tasks`` defaults to per network."""
 DEFAULT_ROUNDS = {"emu": None, "fabric": 90}
-"""``--rounds`` per network (None: the task's own, 150). On the fabric every round moves at
-least 6 × 128 packets through Python switches (about a second), so runs there are 6 digits
-epochs; the bursts keep the paper's density of 2–3 per run."""
+"""``--rounds`` per network (None: the task's own, 150). On the fabric a calm round moves at
+least 6 × 128 packets through the switches and the Python agents (0.3–0.5 s at 20 and at 200
+Mbit/s alike: the hosts' per-packet work and the protocol's timers bound it, not the link) and
+a burst round up to a minute, so runs there are 6 digits epochs; the bursts keep the paper's
+density of 2–3 per run."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -686,8 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--link-mbps",
         type=float,
-        default=20.0,
-        help="link rate of a fabric the experiment brings up itself",
+        default=LINK_MBPS,
+        help="link rate (Mbit/s) of a fabric the experiment brings up itself",
     )
     ap.add_argument(
         "--queue-depth",
@@ -718,8 +727,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1:
         print("--seeds must be at least 1", file=sys.stderr)
         return 2
-    levels = [float(x) for x in args.bursts.split(",") if x]
-    per_run = [int(x) for x in args.bursts_per_run.split(",") if x]
+    if not args.link_mbps > 0:
+        print(f"--link-mbps must be positive, got {args.link_mbps:g}", file=sys.stderr)
+        return 2
+    try:
+        levels = [float(x) for x in args.bursts.split(",") if x]
+        per_run = [int(x) for x in args.bursts_per_run.split(",") if x]
+    except ValueError as e:
+        print(f"--bursts / --bursts-per-run: comma-separated numbers ({e})", file=sys.stderr)
+        return 2
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out = pathlib.Path(args.results)
     print(

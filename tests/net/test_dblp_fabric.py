@@ -1,11 +1,12 @@
 """DBLP training end to end through the default fabric: real tf-switches, the controller,
 MRC over the hosts' plane NICs, one training agent per Mininet host.
 
-Brings up 2 planes x (2 leaves + 2 spines) with 4 hosts at 20 Mbit/s (or skips when a fabric
-is already running), trains the digits MLP with the parameter server on h1 and workers on
-h2-h4 while the controller injects an 80 % loss burst for one round and then fails plane 1,
-and checks the per-round records, that the burst hit both directions of its round and only
-that round, the fault records and the CSVs the experiment writes.
+Brings up 2 planes x (2 leaves + 2 spines) with 4 hosts at the DBLP experiments' link rate
+(``experiments.microburst.LINK_MBPS``; or skips when a fabric is already running), trains the
+digits MLP with the parameter server on h1 and workers on h2-h4 while the controller injects
+an 80 % loss burst for one round and then fails plane 1, and checks the per-round records,
+that the burst hit both directions of its round and only that round, the fault records and
+the CSVs the experiment writes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from experiments.fabric_job import ControllerActions, FabricSession, run_fabric_job
-from experiments.microburst import CsvNames, compute_figures, write_csvs
+from experiments.microburst import LINK_MBPS, CsvNames, compute_figures, write_csvs
 from host.dblp.config import LossPolicy, PhaseConfig
 from host.train.job import EventKind, JobEvent, JobSpec
 from tests.netkit import NET_MARKS
@@ -44,7 +45,7 @@ def test_dblp_training_through_the_fabric_survives_a_burst_and_a_plane_failure(
         JobEvent(FAIL_ROUND, EventKind.FAIL_PLANE, 1),
     )
     results = {}
-    with FabricSession(tmp_path, link_mbps=20, log=lambda s: None) as state:
+    with FabricSession(tmp_path, link_mbps=LINK_MBPS, log=lambda s: None) as state:
         actions = ControllerActions(state, tmp_path)
         try:
             for policy in (LossPolicy.DBLP, LossPolicy.FIXED):
