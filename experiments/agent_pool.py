@@ -52,10 +52,17 @@ def start_agent(
     log: IO[bytes],
     *args: str,
 ) -> AgentProcess:
-    """``python -m <module> --topology T --host H ARGS --out <out_dir>`` in ``host``, called
-    ``name``, its stderr into ``log``."""
-    argv = ["--topology", str(topology), "--host", host, *args, "--out", str(out_dir)]
+    """``python -m <module> ARGS`` (:func:`agent_argv`) in ``host``, called ``name``, its
+    stderr into ``log``."""
+    argv = agent_argv(host, topology, out_dir, *args)
     return AgentProcess.in_host(name, host_pids[host], module, argv, log)
+
+
+def agent_argv(
+    host: str, topology: str | pathlib.Path, out_dir: pathlib.Path, *args: str
+) -> list[str]:
+    """An agent's command line: ``--topology T --host H ARGS --out <out_dir>``."""
+    return ["--topology", str(topology), "--host", host, *args, "--out", str(out_dir)]
 
 
 def await_ready(

@@ -62,7 +62,7 @@ from experiments.cli_common import (
     run_or_report,
     wrote,
 )
-from experiments.decoupled_fabric import FabricJob, SlotPool, count_events, run_job
+from experiments.decoupled_fabric import LAUNCHES, FabricJob, SlotPool, count_events, run_job
 from experiments.decoupled_figures import (
     CURVE_COLUMNS,
     REFERENCE_LEARNERS,
@@ -499,9 +499,15 @@ OpenRunner = Callable[[], contextlib.AbstractContextManager[Runner]]
 
 
 def fabric_opener(
-    s: Settings, results: pathlib.Path, *, wait_s: float, log: Callable[[str], None]
+    s: Settings,
+    results: pathlib.Path,
+    *,
+    wait_s: float,
+    log: Callable[[str], None],
+    launch: str = "fork",
 ) -> OpenRunner:
-    """The default fabric at ``s.link_mbps``, brought up once for every run and taken down."""
+    """The default fabric at ``s.link_mbps``, brought up once for every run and taken down;
+    agents started by ``launch`` (:data:`experiments.decoupled_fabric.LAUNCHES`)."""
 
     @contextlib.contextmanager
     def open_runner() -> Iterator[Runner]:
@@ -520,6 +526,7 @@ def fabric_opener(
                 up.net.host_pids(),
                 results / "decoupled_runs",
                 log=log,
+                launch=launch,
             ) as pool:
                 if up.controller is not None:
                     pool.controller = up.controller.run_command
@@ -644,6 +651,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="steps of time every change of elastic DP's group stops the whole job for "
         f"(default {d.elastic_reconfigure_steps}; 0: free re-forming)",
     )
+    ap.add_argument(
+        "--launch",
+        choices=LAUNCHES,
+        default="fork",
+        help="how agents start on the fabric: forked by a fork server per host that imported "
+        "torch once (default), or each its own process (exec)",
+    )
     add_output_options(ap, CSV_NAME)
     return ap
 
@@ -695,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(e)
         return 2
     open_runner = (
-        fabric_opener(s, results, wait_s=args.wait_s, log=print)
+        fabric_opener(s, results, wait_s=args.wait_s, log=print, launch=args.launch)
         if network == "fabric"
         else emu_opener(s)
     )

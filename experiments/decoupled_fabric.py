@@ -40,8 +40,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from experiments.agent_forks import ForkError, ForkServer
 from experiments.agent_pool import (
+    AGENTS_LOG,
     JobsError,
+    agent_argv,
     alive,
     await_ready,
     drive_job,
@@ -72,6 +75,9 @@ run waits out the whole lead (2 s before: 80 s of a 39-run experiment)."""
 STOP_TIMEOUT_S = 120.0
 QUIT_TIMEOUT_S = 20.0
 POLL_S = 0.05
+AGENT_MODULE = "host.decoupled_agent"
+LAUNCHES = ("fork", "exec")
+"""How :class:`SlotPool` starts agents: forked by a fork server per host, or one process each."""
 
 
 class FatalFault(JobsError):
@@ -123,13 +129,18 @@ def members_of(cfg: JobConfig) -> int:
 class SlotPool:
     """One decoupled agent per process slot of a running fabric (context manager).
 
+    Agents are forked by a fork server per host (:mod:`experiments.agent_forks`): it imports
+    torch and binds every task once (3.5–4 s of CPU), so a new or replacement agent is ready
+    in a fraction of a second; ``launch="exec"`` starts each agent as its own
+    ``python -m host.decoupled_agent`` process instead.
+
     Args:
         fabric: the topology.
         topology: its ``topology.json`` (what the agents read).
         host_pids: host name → the pid of its Mininet shell.
         out_dir: where the runs' directories go.
-        start: starts the agent of one slot (default: :func:`AgentProcess.in_host` with
-            ``python -m host.decoupled_agent``); tests pass their own.
+        launch: ``"fork"`` or ``"exec"`` (:data:`LAUNCHES`).
+        start: starts the agent of one slot (default: by ``launch``); tests pass their own.
     """
 
     def __init__(
@@ -140,8 +151,11 @@ class SlotPool:
         out_dir: str | pathlib.Path,
         *,
         log: Callable[[str], None] = print,
+        launch: str = "fork",
         start: Callable[[Slot], AgentProcess] | None = None,
     ) -> None:
+        if launch not in LAUNCHES:
+            raise JobsError(f"unknown launch '{launch}'; valid: {', '.join(LAUNCHES)}")
         self.fabric = fabric
         self.out_dir = pathlib.Path(out_dir)
         self.log = log
@@ -150,13 +164,15 @@ class SlotPool:
         self.agents: dict[Slot, AgentProcess] = {}
         self.spares: dict[Slot, AgentProcess] = {}
         self._ready: set[AgentProcess] = set()
+        self._servers: dict[str, ForkServer] = {}
+        self._host_pids = host_pids
         self.controller: Callable[[list[str]], object] | None = None
         """Runs one controller command (``["fail", "plane", "1"]``): network chaos needs it."""
 
         def in_host(slot: Slot) -> AgentProcess:
             host, number = slot
             return start_agent(
-                "host.decoupled_agent",
+                AGENT_MODULE,
                 f"{host}/{number}",
                 host,
                 host_pids,
@@ -167,7 +183,35 @@ class SlotPool:
                 str(number),
             )
 
-        self._start = start or in_host
+        def forked(slot: Slot) -> AgentProcess:
+            host, number = slot
+            argv = agent_argv(host, topology, self.out_dir, "--slot", str(number))
+            try:
+                return AgentProcess(f"{host}/{number}", self._server(host).spawn(argv))
+            except ForkError as e:
+                raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
+
+        self._start = start or (forked if launch == "fork" else in_host)
+        self._forking = start is None and launch == "fork"
+
+    def _server(self, host: str) -> ForkServer:
+        server = self._servers.get(host)
+        if server is None:
+            server = ForkServer(host, self._host_pids[host], AGENT_MODULE, self._agent_log)
+            self._servers[host] = server
+        return server
+
+    def _servers_ready(self, hosts: set[str]) -> None:
+        """Every host of ``hosts`` has a ready fork server (started together, then waited)."""
+        if not self._forking:
+            return
+        for h in sorted(hosts):
+            self._server(h)
+        try:
+            for h in sorted(hosts):
+                self._servers[h].wait_ready()
+        except ForkError as e:
+            raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
 
     def alive(self, slot: Slot) -> bool:
         return alive(self.agents.get(slot))
@@ -195,6 +239,7 @@ class SlotPool:
         Raises:
             JobsError: an agent could not start.
         """
+        self._servers_ready({h for h, _ in (*slots, *spares)})
         fresh = []
         for s in slots:
             if not self.alive(s):
@@ -211,6 +256,9 @@ class SlotPool:
         agents = [*self.agents.values(), *self.spares.values()]
         self.agents, self.spares = {}, {}
         quit_agents(agents, QUIT_TIMEOUT_S)
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
         with contextlib.suppress(OSError):
             self._agent_log.close()
 

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from host.errors import FabricNotRunning, TransportError
 
@@ -106,7 +106,7 @@ def start_in_host(
     )
 
 
-def send_line(proc: subprocess.Popen[str], msg: Mapping[str, object]) -> None:
+def send_line(proc: ChildProcess, msg: Mapping[str, object]) -> None:
     """``msg`` as one JSON line on ``proc``'s stdin; nothing once it has exited."""
     if proc.stdin is not None and proc.poll() is None:
         try:
@@ -197,6 +197,22 @@ class HostProcess:
         self.close()
 
 
+class ChildProcess(Protocol):
+    """What a driver uses of an agent's process: :class:`subprocess.Popen` (text pipes), or
+    :class:`experiments.agent_forks.ForkedProcess` for an agent a fork server started."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdin(self) -> IO[str] | None: ...
+    @property
+    def stdout(self) -> IO[str] | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+    def terminate(self) -> None: ...
+
+
 class AgentProcess:
     """One agent process read without blocking: a driver's loop selects on :meth:`fileno` and
     takes whole JSON lines with :meth:`read_events`; :meth:`answer` is safe from any thread (a
@@ -204,10 +220,11 @@ class AgentProcess:
 
     Args:
         name: what the driver calls it (its host's name).
-        proc: the process, stdin and stdout text pipes (:func:`start_in_host`).
+        proc: the process, stdin and stdout text pipes (:func:`start_in_host`, or a fork
+            server's child).
     """
 
-    def __init__(self, name: str, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, name: str, proc: ChildProcess) -> None:
         self.name = name
         self.proc = proc
         assert proc.stdout is not None

@@ -657,6 +657,14 @@ def warm_up() -> None:
         LearnerState(DecoupledConfig(task=task, learners=1), 0)
 
 
+def prepare() -> None:
+    """What a process does once before it serves (also :mod:`host.forkserver`'s preparation,
+    so forked agents inherit it): one torch thread (the hosts share the machine's cores) and
+    :func:`warm_up`."""
+    torch.set_num_threads(1)
+    warm_up()
+
+
 def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
@@ -669,8 +677,7 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     except STARTUP_ERRORS as e:
         console.emit("error", host=args.host, slot=args.slot, message=f"{type(e).__name__}: {e}")
         return 2
-    torch.set_num_threads(1)  # the hosts share the machine's cores
-    warm_up()
+    prepare()
     agent = Agent(
         fabric,
         me,

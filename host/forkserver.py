@@ -1,0 +1,233 @@
+"""A fork server for agents: one process per fabric host that imports an agent module once
+and then forks a ready agent in milliseconds.
+
+A fresh agent process (``python -m host.decoupled_agent``) spends 3.5–4 s of CPU importing
+torch and binding every task before it can say ``ready``; a chaos experiment that replaces
+killed agents pays that for every replacement, on the cores its runs share. This server
+(``python -m host.forkserver --module M --socket PATH``, started inside a host's namespaces)
+imports ``M``, calls ``M.prepare()`` when the module has one (the agent's warm-up: torch's
+thread count, datasets, lazy imports), starts no thread of its own, and listens on a Unix
+socket. Each child is an ordinary agent process (its own pid and GIL, process name ``agent``)
+that runs ``M.main(argv)`` with exactly the command line the module would get; what the
+preparation cached is already there (copy-on-write).
+
+Protocol, per agent: the client connects to the socket and sends one message of JSON
+``{"argv": [...]}`` (at most :data:`MAX_REQUEST` bytes) carrying three file descriptors
+(``SCM_RIGHTS``): the child's stdin, stdout and stderr. The server forks, answers
+``{"pid": N}\\n`` (or ``{"error": "..."}\\n`` for a bad request) on the connection, keeps it
+open, and when the child exits writes ``{"rc": R}\\n`` (R as :attr:`subprocess.Popen.returncode`:
+``-signal`` for a signal) and closes it. The server says ``{"event": "ready", "pid": N}`` on
+its stdout once it listens; when its stdin closes (the client ended or crashed) it stops every
+child it started (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`) and exits, so no agent
+outlives the experiment that owns it. Nothing received is unpickled or evaluated: argv is a
+list of strings handed to the module's argument parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+STOP_GRACE_S = 2.0
+MAX_REQUEST = 64 * 1024
+"""Largest request (JSON bytes); an agent's command line is well under 1 KiB."""
+FDS_PER_REQUEST = 3
+PROCESS_NAME = b"agent"
+_PR_SET_NAME = 15
+_PR_SET_PDEATHSIG = 1
+
+
+class RequestError(ValueError):
+    """A request the server refuses (the message is sent back)."""
+
+
+def parse_request(data: bytes, fds: Sequence[int]) -> list[str]:
+    """The argv of one request, checked.
+
+    Raises:
+        RequestError: not JSON, not ``{"argv": [str, ...]}``, or not exactly three fds.
+    """
+    if len(fds) != FDS_PER_REQUEST:
+        raise RequestError(f"a request carries {FDS_PER_REQUEST} file descriptors, got {len(fds)}")
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise RequestError(f"a request is one JSON object: {e}") from None
+    argv = doc.get("argv") if isinstance(doc, dict) else None
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise RequestError('a request is {"argv": [strings]}')
+    return argv
+
+
+def exit_code(status: int) -> int:
+    """A wait status as :attr:`subprocess.Popen.returncode` gives it."""
+    return os.waitstatus_to_exitcode(status)
+
+
+@dataclass
+class _Child:
+    pid: int
+    pidfd: int
+    conn: socket.socket
+
+
+def _run_child(module: Any, argv: list[str], fds: Sequence[int], keep_closed: list[int]) -> None:
+    """In the forked child: become the agent and never return."""
+    rc = 1
+    try:
+        for fd in keep_closed:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, buffering=1, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.argv = [module.__name__, *argv]
+        rc = int(module.main(argv, inp=sys.stdin))
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report and exit, never return into the server
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(rc)
+
+
+def _reply(conn: socket.socket, **msg: object) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps(msg).encode() + b"\n")
+
+
+def serve(module_name: str, socket_path: str, inp: IO[str], out: IO[str]) -> int:
+    """The fork server loop (see the module docstring)."""
+    module = importlib.import_module(module_name)
+    prepare = getattr(module, "prepare", None)
+    if callable(prepare):
+        prepare()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(socket_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    os.chmod(socket_path, 0o600)
+    listener.listen(16)
+    children: dict[int, _Child] = {}  # by pidfd
+    stop = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out.write(json.dumps({"event": "ready", "pid": os.getpid()}) + "\n")
+    out.flush()
+    stdin_fd, listen_fd = inp.fileno(), listener.fileno()
+    try:
+        while not stop:
+            try:
+                readable, _, _ = select.select([stdin_fd, listen_fd, *children], [], [], 1.0)
+            except InterruptedError:
+                continue
+            for fd in readable:
+                if fd == stdin_fd:
+                    if not os.read(stdin_fd, 4096):
+                        stop = True
+                elif fd == listen_fd:
+                    _accept(listener, module, children, stdin_fd)
+                else:
+                    _reap(children.pop(fd))
+    finally:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)
+        _stop_children(children)
+    return 0
+
+
+def _accept(
+    listener: socket.socket, module: Any, children: dict[int, _Child], stdin_fd: int
+) -> None:
+    conn, _ = listener.accept()
+    fds: list[int] = []
+    try:
+        conn.settimeout(5.0)
+        data, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, FDS_PER_REQUEST + 1)
+        argv = parse_request(data, fds)
+    except (OSError, RequestError) as e:
+        _reply(conn, error=str(e))
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+        return
+    own = [stdin_fd, listener.fileno(), conn.fileno()]
+    own += [fd for c in children.values() for fd in (c.pidfd, c.conn.fileno())]
+    pid = os.fork()
+    if pid == 0:
+        _run_child(module, argv, fds, own)
+    for fd in fds:
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = _Child(pid, pidfd, conn)
+    _reply(conn, pid=pid)
+
+
+def _reap(child: _Child) -> None:
+    """``child`` exited: its status to its client, its connection and pidfd closed."""
+    _, status = os.waitpid(child.pid, 0)
+    _reply(child.conn, rc=exit_code(status))
+    child.conn.close()
+    os.close(child.pidfd)
+
+
+def _stop_children(children: dict[int, _Child]) -> None:
+    for c in children.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(c.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while children and time.monotonic() < deadline:
+        readable, _, _ = select.select(list(children), [], [], 0.05)
+        for fd in readable:
+            _reap(children.pop(fd))
+    for c in children.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(c.pid, signal.SIGKILL)
+        _reap(c)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m host.forkserver", description=__doc__)
+    ap.add_argument("--module", required=True, help="the agent module (has main(argv, inp))")
+    ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    args = ap.parse_args(argv)
+    try:
+        return serve(args.module, args.socket, sys.stdin, sys.stdout)
+    except (ImportError, OSError) as e:
+        print(json.dumps({"event": "error", "message": f"{type(e).__name__}: {e}"}), flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
