@@ -170,6 +170,18 @@ def run_direct(
 
     fabric = load_topology(topology_for(results_dir, topology))
     with FabricController(fabric, results_dir=results_dir, resume=True) as ctl:
+        missing = ctl.not_listening()
+        if missing:
+            where = f"{missing[0]} at {ctl.address_of(missing[0])}"
+            if len(missing) == len(fabric.switches):
+                raise FabricUnavailable(
+                    f"no switch of the fabric answers ({where}, and {len(missing) - 1} more): "
+                    "the fabric is not running (make fabric-up starts it)"
+                )
+            raise FabricUnavailable(
+                f"{', '.join(missing)} of {len(fabric.switches)} switches do not answer "
+                f"({where}): is the fabric coming up or going down?"
+            )
         ctl.connect()
         ctl.install_routes()
         text = ctl.run_command(argv, out=out)
@@ -210,6 +222,9 @@ def run_line(
         from controller.commands import help_text
 
         return help_text(argv[1:])
+    from controller.commands import check
+
+    check(argv)  # a bad command is reported before any switch is taken over
     why = "--direct"
     if not direct:
         try:

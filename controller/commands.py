@@ -840,6 +840,24 @@ def help_text(argv: list[str]) -> str:
     return render(_help(), fmt)
 
 
+def check(argv: list[str]) -> tuple[str, Parsed, Format]:
+    """The command, its parsed arguments and the output format of ``argv``, checked without
+    a fabric (names, options, number of arguments; values that name switches or ports are
+    checked when it runs).
+
+    Raises:
+        CommandError: no command, an unknown one, or bad options or arguments.
+    """
+    rest, fmt = split_format(argv)
+    if not rest:
+        raise CommandError(f"no command given (commands: {', '.join(COMMANDS)})")
+    name, args = rest[0], rest[1:]
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        raise unknown("command", name, COMMANDS)
+    return name, parse(cmd, args), fmt
+
+
 def run(
     ctl: FabricController,
     argv: list[str],
@@ -852,14 +870,8 @@ def run(
         CommandError: a bad command (nothing changed).
         ControllerError: a switch refused or did not answer.
     """
-    rest, fmt = split_format(argv)
-    if not rest:
-        raise CommandError(f"no command given (commands: {', '.join(COMMANDS)})")
-    name, args = rest[0], rest[1:]
-    cmd = COMMANDS.get(name)
-    if cmd is None:
-        raise unknown("command", name, COMMANDS)
-    parsed = parse(cmd, args)
+    name, parsed, fmt = check(argv)
+    cmd = COMMANDS[name]
     ctx = Context(ctl, fmt, out, alive or (lambda: True))
     if name == "telemetry":  # streams for as long as asked: must not hold the lock
         return render(cmd.handler(ctx, parsed), fmt)

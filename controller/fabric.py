@@ -28,9 +28,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -173,6 +175,24 @@ class FabricController:
             if sp is not None and sp.grpc:
                 return sp.grpc
         return f"127.0.0.1:{self.wiring.switches[switch].grpc_port}"
+
+    def not_listening(self, timeout_s: float = 0.5) -> list[str]:
+        """The switches whose P4Runtime address accepts no TCP connection within
+        ``timeout_s`` (probed in parallel; a fabric that is down fails at once here, where a
+        gRPC connect would wait out its timeout)."""
+
+        def accepts(name: str) -> bool:
+            host, _, port = self.address_of(name).rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout_s):
+                    return True
+            except (OSError, ValueError):
+                return False
+
+        names = [sw.name for sw in self.fabric.switches]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            up = list(pool.map(accepts, names))
+        return [n for n, ok in zip(names, up, strict=True) if not ok]
 
     @property
     def conditions_path(self) -> Path:
