@@ -117,6 +117,10 @@ class MrcConfig:
     """``send`` blocks while this many bytes are queued and not yet acknowledged."""
     max_burst_packets: int = 64
     """Packets sent per connection per loop iteration before reading input again."""
+    pacing_gain: float = 0.0
+    """Pace data at this multiple of ``cwnd / srtt``, in bursts of ``pacing_burst_packets``
+    (0: no pacing: what the window allows goes out at once, up to ``max_burst_packets``)."""
+    pacing_burst_packets: int = 4
     rto_initial_ms: float = 100.0
     rto_min_ms: float = 10.0
     rto_max_ms: float = 2_000.0
@@ -140,6 +144,8 @@ class MrcConfig:
             raise ValueError(f"payload_bytes must be in 1..{MAX_PAYLOAD_BYTES}")
         if not 0 < self.sack_bits <= MAX_SACK_BITS or self.sack_bits % 8:
             raise ValueError(f"sack_bits must be a multiple of 8 in 8..{MAX_SACK_BITS}")
+        if self.pacing_gain < 0 or self.pacing_burst_packets < 1:
+            raise ValueError("pacing_gain must not be negative and pacing_burst_packets >= 1")
         if self.window_packets < 16:
             raise ValueError("window_packets must be at least 16")
         if not self.dead_peer_timeout_s > 0 or self.dead_peer_stretch < 0:

@@ -239,22 +239,34 @@ class ConnectionCore:
         return max(self.last_persist, self.last_rx) + self.cfg.persist_interval_ms / 1e3
 
     def _send_data(self, now: float) -> None:
-        s, evs = self.sender, self.evs
+        s = self.sender
         if not s.ready(now):
             return
+        gain = self.cfg.pacing_gain
+        if gain <= 0 or s.srtt <= 0:
+            self._send_burst(now, self.cfg.max_burst_packets)
+            return
+        sent = self._send_burst(now, min(self.cfg.max_burst_packets, self.cfg.pacing_burst_packets))
+        if sent:  # the next burst when these bytes have left at gain x cwnd / srtt
+            s.retry_at = max(s.retry_at, now + sent * s.srtt / (gain * self.cc.window_bytes))
+
+    def _send_burst(self, now: float, count: int) -> int:
+        """Up to ``count`` data packets; returns the bytes sent."""
+        s, evs = self.sender, self.evs
         ts = us(now)
         tx = self._tx
         src, dst, conn = self.local_host, self.peer_host, self.conn_id
         flags_of = _FLAGS
-        for _ in range(self.cfg.max_burst_packets):
+        sent = 0
+        for _ in range(count):
             p = s.next_to_send()
             if p is None:
-                return
+                return sent
             retx = p.tx_count > 0
             path = evs.pick(now, p.ev if retx else -1)
             if path is None:
                 s.unsend(p, now)
-                return
+                return sent
             msg = p.msg
             payload = p.payload
             pcrc = p.pcrc
@@ -279,9 +291,11 @@ class ConnectionCore:
             )
             if not tx(ev, data):
                 s.unsend(p, now, RETRY_AFTER_S)
-                return
+                return sent
             s.on_transmitted(p, ev.ev_id, ts, now)
             evs.on_sent(path, p.length, retx)
+            sent += p.length
+        return sent
 
     def _reply(self, reply: Reply, now: float, path: EvPath | None = None) -> EvPath | None:
         r = self.receiver

@@ -534,3 +534,33 @@ def test_only_an_ack_echoing_the_resend_counts_for_rack() -> None:
         assert x.psn not in s.unacked
         assert ((dict(s.ev_rack_seq), s.rack_seq) != before) is echoes_resend
         assert (s.ev_rack_seq.get(0) == x.xmit_seq) is echoes_resend
+
+
+def test_pacing_spreads_a_window_over_the_rtt_instead_of_one_burst() -> None:
+    fixed = replace(CFG, cc=CcConfig(enabled=False, initial_cwnd_bytes=64_000))
+
+    def sends(cfg: MrcConfig) -> tuple[list[float], float]:
+        times: list[float] = []
+
+        def tap(side: int, ev: Ev, data: bytes) -> bytes:
+            if side == 0 and data_psn(data) is not None:
+                times.append(pair.now)
+            return data
+
+        pair = CorePair(cfg, default=LinkProfile(delay_ms=5.0), tap=tap)
+        submit(pair, [os.urandom(400_000)])
+        done = pair.run(all_done(1))
+        return times, done
+
+    def busiest_2ms(times: list[float]) -> int:
+        later = [t for t in times if t > 0.03]  # after the first RTT samples
+        return max(sum(1 for u in later if t <= u < t + 0.002) for t in later)
+
+    burst, burst_done = sends(fixed)
+    paced, paced_done = sends(replace(fixed, pacing_gain=1.0, pacing_burst_packets=4))
+    # 64 packets per ~11 ms RTT: about 12 in 2 ms when paced; the unpaced window goes at once
+    assert busiest_2ms(burst) >= 40
+    assert busiest_2ms(paced) <= 20
+    assert paced_done < 1.5 * burst_done
+    with pytest.raises(ValueError, match="pacing"):
+        replace(CFG, pacing_gain=-1.0)
