@@ -270,12 +270,19 @@ def _print_transport(dist: Any) -> None:
         )
 
 
-def rank_stream(backend: str, out: pathlib.Path, size: int, stream_s: float) -> None:
+def rank_stream(
+    backend: str, out: pathlib.Path, size: int, stream_s: float, trace: bool = False
+) -> None:
     """All-reduces until rank 0's clock says stop (its flag rides in element 0)."""
     import torch
 
     dist = _init(backend, 120)
     rank = dist.get_rank()
+    tracer = (
+        Tracer(dist, out.parent / f"trace_stream_{backend}_r{rank}.jsonl", 0.01)
+        if trace and backend == "tailfabric"
+        else None
+    )
     t = torch.zeros(size // 4)
     dist.all_reduce(t)
     if rank == 0:
@@ -290,6 +297,8 @@ def rank_stream(backend: str, out: pathlib.Path, size: int, stream_s: float) -> 
         times.append((t0, time.monotonic()))
         if t[0].item() == 0.0:
             break
+    if tracer is not None:
+        tracer.close()
     if backend == "tailfabric":
         _print_transport(dist)
     if rank == 0:
@@ -419,7 +428,8 @@ class Bench:
         row.update(link_mbps=self.link_mbps, size_bytes=size, down_s=a.down_s)
         t_fail = math.nan
         failed = ""
-        launch = self.launch(["stream", backend, str(out), str(size), str(a.stream_s)])
+        argv = ["stream", backend, str(out), str(size), str(a.stream_s)]
+        launch = self.launch(argv + (["trace"] if a.trace else []))
         try:
             actions = self.actions()
             deadline = time.monotonic() + 300
@@ -834,7 +844,7 @@ def rank_main(argv: Sequence[str]) -> int:
     if kind == "sweep":
         rank_sweep(backend, out, [int(s) for s in argv[3].split(",")], argv[4:5] == ["trace"])
     elif kind == "stream":
-        rank_stream(backend, out, int(argv[3]), float(argv[4]))
+        rank_stream(backend, out, int(argv[3]), float(argv[4]), argv[5:6] == ["trace"])
     else:
         print(f"unknown rank job {kind!r}; valid: sweep, stream", file=sys.stderr)
         return 2

@@ -31,7 +31,15 @@ from host.mrc import Connection, Endpoint, MrcConfig, loopback_config
 from host.mrc.emulated import emulated_fabric_config
 from host.network import UdpNetwork
 from host.paths import Ev, RouteTable, fabric_evs, fabric_nics, loopback_evs, loopback_nics
-from host.torchdist.wire import HEADER_BYTES, Header, Kind, WireError, decode_header, encode
+from host.torchdist.wire import (
+    HEADER_BYTES,
+    PIECE_BYTES,
+    Header,
+    Kind,
+    WireError,
+    decode_header,
+    encode,
+)
 from topologies.model import Fabric, TopologyError
 
 TOPOLOGY_ENV = "TAILFABRIC_TOPOLOGY"
@@ -42,8 +50,19 @@ PEER_TIMEOUT_ENV = "TAILFABRIC_PEER_TIMEOUT_S"
 """Seconds without a message from a rank before it counts as gone (default 10)."""
 PLANES_ENV = "TAILFABRIC_PLANES"
 """Loopback only: planes (UDP sockets) per rank (default 2)."""
+HOST_RTT_ENV = "TAILFABRIC_HOST_RTT_MS"
+"""Fabric only: the emulation's own RTT beyond its links (default :data:`HOST_RTT_MS`)."""
+PACING_ENV = "TAILFABRIC_PACING"
+"""Fabric only: MRC's ``pacing_gain`` (0: no pacing)."""
+RING_PIECE_ENV = "TAILFABRIC_RING_PIECE_KIB"
+"""The ring all-reduce's piece size in KiB (default 64; 4096 = a segment at a time)."""
 
 WAIT_SLICE_S = 0.1
+HOST_RTT_MS = 10.0
+"""RTT the emulated fabric adds on top of its links' (Python ranks and switches taking turns on
+a few cores), given to :func:`~host.mrc.emulated.emulated_fabric_config`: without it the ring's
+windows took that RTT for queueing delay and stayed at 40-60 KB against a 100 KB
+bandwidth-delay product at 20 Mbit/s (p50 RTT 20-26 ms)."""
 
 
 def _error(msg: str) -> dist.DistBackendError:
@@ -63,6 +82,12 @@ class MeshConfig:
     """Loopback: EVs per plane (they differ only in the EV id)."""
     peer_timeout_s: float = 10.0
     """A rank silent this long (heartbeats every quarter of it) is gone."""
+    host_rtt_ms: float = HOST_RTT_MS
+    """Fabric only: passed to :func:`~host.mrc.emulated.emulated_fabric_config`."""
+    pacing_gain: float = 0.0
+    """Fabric only: MRC paces each connection at this multiple of ``cwnd / srtt``."""
+    ring_piece_bytes: int = 64 * 1024
+    """The ring all-reduce passes segments on in pieces of this size."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> MeshConfig:
@@ -82,12 +107,25 @@ class MeshConfig:
                 cfg = replace(cfg, peer_timeout_s=float(e[PEER_TIMEOUT_ENV]))
             if PLANES_ENV in e:
                 cfg = replace(cfg, loopback_planes=int(e[PLANES_ENV]))
+            if HOST_RTT_ENV in e:
+                cfg = replace(cfg, host_rtt_ms=float(e[HOST_RTT_ENV]))
+            if PACING_ENV in e:
+                cfg = replace(cfg, pacing_gain=float(e[PACING_ENV]))
+            if RING_PIECE_ENV in e:
+                cfg = replace(cfg, ring_piece_bytes=int(e[RING_PIECE_ENV]) * 1024)
         except ValueError:
             raise ValueError(
-                f"{PEER_TIMEOUT_ENV} must be a number of seconds and {PLANES_ENV} an integer"
+                f"{PEER_TIMEOUT_ENV} and {HOST_RTT_ENV} must be a number of seconds (of "
+                f"milliseconds), {PLANES_ENV} and {RING_PIECE_ENV} integers"
             ) from None
         if not cfg.peer_timeout_s > 0 or not 1 <= cfg.loopback_planes <= 8:
             raise ValueError(f"need {PEER_TIMEOUT_ENV} > 0 and {PLANES_ENV} in 1..8")
+        if not 0 <= cfg.pacing_gain <= 100:
+            raise ValueError(f"need {PACING_ENV} in 0..100 (0: no pacing)")
+        if not 0 <= cfg.host_rtt_ms <= 1000 or not 1024 <= cfg.ring_piece_bytes <= PIECE_BYTES:
+            raise ValueError(
+                f"need {HOST_RTT_ENV} in 0..1000 and {RING_PIECE_ENV} in 1..{PIECE_BYTES >> 10}"
+            )
         return cfg
 
 
@@ -353,8 +391,9 @@ def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshCo
             fabric = Fabric.load(cfg.topology)
             net = UdpNetwork(fabric_nics(fabric, cfg.host, port=0), ecn=True)
             mrc = replace(
-                emulated_fabric_config(fabric.spec.link_mbps),
+                emulated_fabric_config(fabric.spec.link_mbps, host_rtt_ms=cfg.host_rtt_ms),
                 dead_peer_timeout_s=cfg.peer_timeout_s,
+                pacing_gain=cfg.pacing_gain,
             )
             mine: dict[str, object] = {"host": cfg.host, "ports": net.ports}
         else:

@@ -34,6 +34,10 @@ sending to every other took 98-126 ms; both took 48-56 ms at 32 KiB, and at 16 K
 single exchange was the faster (27-39 ms against 36-41 ms)."""
 
 
+RING_MAX_PIECES = 64
+"""At most this many pieces per ring step (``MeshConfig.ring_piece_bytes`` sets their size)."""
+
+
 class OpError(dist.DistBackendError):
     """This rank's own arguments are wrong (before anything was sent)."""
 
@@ -178,6 +182,61 @@ class Call:
             )
             self.mesh.send(peer, h, chunk)
 
+    def send_piece(self, peer: int, step: int, piece: int, chunk: torch.Tensor, total: int) -> None:
+        """One ``piece`` of step ``step``'s ``total`` bytes to ``peer`` (the pipelined ring:
+        a piece goes on as soon as it is ready, not when the whole step is)."""
+        h = Header(
+            Kind.COLLECTIVE,
+            self.mesh.rank,
+            self.mesh.world,
+            seq=self.seq,
+            step=step,
+            piece=piece,
+            op=self.op,
+            dtype=DTYPES[chunk.dtype],
+            redop=self.redop,
+            total=total,
+        )
+        self.mesh.send(peer, h, as_bytes(chunk))
+
+    def recv_piece(
+        self, peer: int, step: int, piece: int, like: torch.Tensor, total: int
+    ) -> torch.Tensor:
+        """Piece ``piece`` of step ``step`` from ``peer``: a flat tensor of ``like``'s dtype
+        and size, of a step of ``total`` bytes.
+
+        Raises:
+            DistBackendError: the peer sent another collective, dtype or size, or is gone.
+        """
+        nbytes = like.numel() * like.element_size()
+        h, payload = self.mesh.take(
+            (peer, Kind.COLLECTIVE, self.seq, step, piece), self.deadline, self.what
+        )
+        self._check(h, peer, like.dtype, total, DTYPES[like.dtype])
+        if len(payload) != nbytes:
+            raise dist.DistBackendError(
+                f"tailfabric: {self.what}: mismatched tensors: rank {peer} sent a piece of "
+                f"{len(payload)} bytes where rank {self.mesh.rank} expects {nbytes}"
+            )
+        return from_bytes(bytearray(payload), like.dtype)
+
+    def _check(self, h: Header, peer: int, dtype: torch.dtype, total: int, code: int) -> None:
+        if h.op is not self.op:
+            raise dist.DistBackendError(
+                f"tailfabric: {self.what}: rank {peer} runs {h.op.name.lower()} as "
+                f"collective #{self.seq} (collectives issued in a different order?)"
+            )
+        if h.total != total or h.dtype != code:
+            raise dist.DistBackendError(
+                f"tailfabric: {self.what}: mismatched tensors: rank {peer} sent "
+                f"{h.total} bytes of {dtype_name(h.dtype)}, rank {self.mesh.rank} expects "
+                f"{total} bytes of {dtype if code else 'nothing'}"
+            )
+        if h.redop != self.redop:
+            raise dist.DistBackendError(
+                f"tailfabric: {self.what}: rank {peer} reduces with another op"
+            )
+
     def recv(self, peer: int, step: int, like: torch.Tensor | None) -> torch.Tensor:
         """Step ``step`` from ``peer``: a flat tensor of ``like``'s dtype and size (None: an
         empty message).
@@ -194,21 +253,7 @@ class Call:
             h, payload = self.mesh.take(
                 (peer, Kind.COLLECTIVE, self.seq, step, piece), self.deadline, self.what
             )
-            if h.op is not self.op:
-                raise dist.DistBackendError(
-                    f"tailfabric: {self.what}: rank {peer} runs {h.op.name.lower()} as "
-                    f"collective #{self.seq} (collectives issued in a different order?)"
-                )
-            if h.total != total or h.dtype != code:
-                raise dist.DistBackendError(
-                    f"tailfabric: {self.what}: mismatched tensors: rank {peer} sent "
-                    f"{h.total} bytes of {dtype_name(h.dtype)}, rank {self.mesh.rank} expects "
-                    f"{total} bytes of {dtype if like is not None else 'nothing'}"
-                )
-            if h.redop != self.redop:
-                raise dist.DistBackendError(
-                    f"tailfabric: {self.what}: rank {peer} reduces with another op"
-                )
+            self._check(h, peer, dtype, total, code)
             start = piece * PIECE_BYTES
             if start + len(payload) > total:
                 raise dist.DistBackendError(
@@ -275,22 +320,47 @@ def _bounds(numel: int, n: int) -> list[tuple[int, int]]:
 def _ring_allreduce(
     call: Call, flat: torch.Tensor, fold: Callable[[torch.Tensor, torch.Tensor], None]
 ) -> None:
+    """Reduce-scatter then all-gather around the ring, pipelined by piece: each of the
+    ``2 (n - 1)`` steps moves one segment (``1 / n`` of the tensor) in pieces of about
+    ``mesh.cfg.ring_piece_bytes``, and a piece goes on to the next rank as soon as it has arrived
+    (and been folded in), so the connection to the next rank never waits for a whole segment
+    to drain at a step's end."""
     n, rank = call.mesh.world, call.mesh.rank
     nxt, prev = (rank + 1) % n, (rank - 1) % n
     seg = _bounds(flat.numel(), n)
+    esize = flat.element_size()
+    steps = 2 * (n - 1)
+    piece_bytes = call.mesh.cfg.ring_piece_bytes
 
-    def part(i: int) -> torch.Tensor:
+    def segment(step: int, incoming: bool) -> int:
+        """The segment this rank sends (receives) at ``step``: in the reduce-scatter rank r
+        sends (r - s) and receives (r - s - 1); the all-gather starts from the segment the
+        reduce-scatter finished, (r + 1)."""
+        s = step if step < n - 1 else step - (n - 1) - 1
+        return (rank - s - (1 if incoming else 0)) % n
+
+    def pieces(i: int) -> list[tuple[int, int]]:
         a, b = seg[i]
-        return flat[a:b]
+        count = max(1, min(RING_MAX_PIECES, math.ceil((b - a) * esize / piece_bytes)))
+        return [(a + lo, a + hi) for lo, hi in _bounds(b - a, count)]
 
-    for s in range(n - 1):  # reduce-scatter: after it, rank r holds segment (r + 1) % n
-        out_i, in_i = (rank - s) % n, (rank - s - 1) % n
-        call.send(nxt, s, part(out_i))
-        fold(part(in_i), call.recv(prev, s, part(in_i)))
-    for s in range(n - 1):  # all-gather
-        out_i, in_i = (rank + 1 - s) % n, (rank - s) % n
-        call.send(nxt, n - 1 + s, part(out_i))
-        part(in_i).copy_(call.recv(prev, n - 1 + s, part(in_i)))
+    def total(i: int) -> int:
+        a, b = seg[i]
+        return (b - a) * esize
+
+    first = segment(0, False)
+    for k, (a, b) in enumerate(pieces(first)):
+        call.send_piece(nxt, 0, k, flat[a:b], total(first))
+    for step in range(steps):
+        i = segment(step, True)
+        for k, (a, b) in enumerate(pieces(i)):
+            got = call.recv_piece(prev, step, k, flat[a:b], total(i))
+            if step < n - 1:
+                fold(flat[a:b], got)
+            else:
+                flat[a:b].copy_(got)
+            if step + 1 < steps:  # this piece is what the next step sends
+                call.send_piece(nxt, step + 1, k, flat[a:b], total(i))
 
 
 def _others(mesh: Mesh) -> list[int]:

@@ -101,3 +101,24 @@ def test_the_window_grows_only_while_it_is_in_use() -> None:
     assert idle.cwnd == 100_000
     idle.on_ack(0.1, 1_000, BASE + 0.0015, ce=True, inflight_bytes=20_000)
     assert idle.cwnd < 100_000  # an application-limited window still shrinks on congestion
+
+
+def test_host_rtt_counts_as_base_rtt_not_as_queueing() -> None:
+    from host.mrc.emulated import emulated_fabric_config
+
+    plain = emulated_fabric_config(20.0).cc
+    shifted = emulated_fabric_config(20.0, host_rtt_ms=10.0).cc
+    assert shifted.base_rtt_us == pytest.approx(plain.base_rtt_us + 10_000.0)
+    # an RTT of base + 10 ms of the hosts' own + half the target, CE-marked: the plain window
+    # takes it for a queue above the target and backs off, the shifted one holds; both count
+    # the sample
+    rtt = (shifted.base_rtt_us + shifted.target_qdelay_us / 2) / 1e6
+    p, s = NsccWindow(plain), NsccWindow(shifted)
+    for w in (p, s):
+        w.on_ack(1.0, 1384, rtt, ce=True)
+    assert p.cwnd < plain.initial_cwnd_bytes and p.decreases == 1
+    assert s.cwnd == shifted.initial_cwnd_bytes and s.decreases == 0
+    assert (p.above_target, s.above_target, s.delay_samples) == (1, 0, 1)
+    assert s.min_rtt == pytest.approx(rtt)
+    with pytest.raises(ValueError, match="host_rtt_ms"):
+        emulated_fabric_config(20.0, host_rtt_ms=-1.0)

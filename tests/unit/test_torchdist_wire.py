@@ -98,6 +98,10 @@ def test_random_payload_after_a_valid_header_decodes_when_lengths_agree(data: by
         ({"TAILFABRIC_PEER_TIMEOUT_S": "soon"}, "number of seconds"),
         ({"TAILFABRIC_PEER_TIMEOUT_S": "-1"}, "> 0"),
         ({"TAILFABRIC_PLANES": "9"}, "1..8"),
+        ({"TAILFABRIC_HOST_RTT_MS": "fast"}, "milliseconds"),
+        ({"TAILFABRIC_HOST_RTT_MS": "-5"}, "0..1000"),
+        ({"TAILFABRIC_RING_PIECE_KIB": "0"}, "1..4096"),
+        ({"TAILFABRIC_RING_PIECE_KIB": "1.5"}, "integers"),
     ],
 )
 def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason: str) -> None:
@@ -108,3 +112,5 @@ def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason
 def test_settings_from_the_environment() -> None:
     cfg = MeshConfig.from_env({"TAILFABRIC_PEER_TIMEOUT_S": "2.5", "TAILFABRIC_PLANES": "3"})
     assert (cfg.peer_timeout_s, cfg.loopback_planes, cfg.topology) == (2.5, 3, None)
+    cfg = MeshConfig.from_env({"TAILFABRIC_HOST_RTT_MS": "7.5", "TAILFABRIC_RING_PIECE_KIB": "16"})
+    assert (cfg.host_rtt_ms, cfg.ring_piece_bytes) == (7.5, 16 * 1024)
