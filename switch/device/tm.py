@@ -19,7 +19,12 @@ microseconds before their exact departure time: a software data path runs in rou
 fast links (a 1,400-byte packet takes 1.1 us at 10 Gbit/s) an exact schedule would let one
 packet per port leave per round. The long-run rate stays the configured one (departures still
 advance ``next_free_us`` by each packet's cost); only bursts of up to ``burst_us`` worth of
-packets become possible. 0 (the default) keeps the exact schedule.
+packets become possible. The same allowance works backwards for queued packets: a busy port
+whose packets leave late (the data path woke up after their time: timer slack, a busy core)
+catches up what it owes, at most ``burst_us`` back (and not before the packet came), instead of
+losing the gap; so after a late wake-up up to twice ``burst_us`` worth may leave at once. An
+idle port gets no credit (a packet that cuts through starts its schedule now). 0 (the default)
+keeps the exact schedule.
 """
 
 from __future__ import annotations
@@ -171,7 +176,7 @@ class TrafficManager:
                         self.backlog -= 1
                         pq.dequeued += 1
                         out.append((port, item, enq_us, pq.size()))
-                        self._charge(pq, item, now_us)
+                        self._charge(pq, item, now_us, enq_us)
                         progress = True
                         break
                 if len(out) >= limit:
@@ -191,7 +196,7 @@ class TrafficManager:
         """Account for ``item`` leaving ``pq`` now (advances the port's next departure)."""
         self._charge(pq, item, now_us)
 
-    def _charge(self, pq: PortQueue, item: Any, now_us: int) -> None:
+    def _charge(self, pq: PortQueue, item: Any, now_us: int, since_us: float | None = None) -> None:
         if pq.rate_bps:
             nbytes = getattr(item, "nbytes", 0) or 64  # approximate: payload + typical headers
             cost = nbytes * 8 * 1e6 / pq.rate_bps
@@ -199,7 +204,15 @@ class TrafficManager:
             cost = 1e6 / pq.rate_pps
         else:
             return
-        start = pq.next_free_us if pq.next_free_us > now_us - cost else now_us
+        start = pq.next_free_us
+        if start <= now_us - cost:
+            if since_us is None:
+                start = now_us
+            else:
+                # A queued packet late by more than a packet's time (the loop woke up after
+                # its departure time): the port catches up, at most ``burst_us`` back from now
+                # and not before the packet came.
+                start = max(start, now_us - self.burst_us, since_us)
         pq.next_free_us = start + cost
 
     def next_departure_us(self) -> float | None:

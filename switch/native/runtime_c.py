@@ -572,12 +572,23 @@ static int ring_put(tf_port *q, const u8 *obuf, int n) {
     return 1;
 }
 
-/* TrafficManager._charge: a packet of nbytes leaving q now advances its next departure */
-static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now) {
+/* TrafficManager._charge: a packet of nbytes leaving q now advances its next departure. Late
+   by more than a packet: a cut-through packet (since < 0) starts now, a queued one catches up
+   at most `burst` us back and not before it came (`since`, its enqueue time) */
+static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now, double burst,
+                             double since) {
     if (!(q->rate_bps > 0 || q->rate_pps > 0)) return;
     double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
                                   : 1e6 / q->rate_pps;
-    double start = q->next_free > (double)now - cost ? q->next_free : (double)now;
+    double start = q->next_free;
+    if (start <= (double)now - cost) {
+        if (since < 0) start = (double)now;
+        else {
+            double floor = (double)now - burst;
+            if (floor > start) start = floor;
+            if (since > start) start = since;
+        }
+    }
     q->next_free = start + cost;
 }
 
@@ -644,7 +655,7 @@ static int cq_drain(tf_sw *X, tf_port *P, int np, uint64_t now, tf_round *R, u8 
             done++;
             progress = 1;
             int len = (int)h[0], poff = (int)h[1];
-            tm_charge(q, (uint64_t)(len - poff) + 64, now);
+            tm_charge(q, (uint64_t)(len - poff) + 64, now, R->burst, (double)enq_us);
             const tf_state *S = (const tf_state *)(s + CQ_HDR);
             memcpy(&X->hdr, &S->hdr, sizeof X->hdr);
             memcpy(&X->meta, &S->meta, sizeof X->meta);
@@ -738,7 +749,7 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     q->enq_n++;
     R->touched |= 1ull << k;
     if (rated)  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
-        tm_charge(q, (uint64_t)((int)len - poff) + 64, now);
+        tm_charge(q, (uint64_t)((int)len - poff) + 64, now, R->burst, -1.0);
     u64 enq[4] = {now & 0xFFFFFFFFull, 0, 0, 0};
     set_enq(X, enq, 1);
     int e = egress_part(X, eport, X->trunc, data + poff, (int)len - poff, now, obuf, r);

@@ -38,7 +38,12 @@ pytestmark = NET_MARKS
 
 RATE_BPS = 1e6
 DEPTH = 56  # over fabric.p4's trim (48) and ECN (20) thresholds
-STEP_US = 700  # the clock's step while the queues drain (about half a packet's time)
+STEP_US = 700  # the clock's step while the queues drain (under a packet's time) ...
+LATE_US = 4000  # ... and every tenth step a late wake-up (the ports catch up)
+
+
+def _step(i: int) -> int:
+    return LATE_US if i % 10 == 9 else STEP_US
 
 
 def _device(pipe: Pipeline, native: bool) -> Device:
@@ -94,8 +99,10 @@ def _reference(pipe: Pipeline, frames: list[bytes], case: str) -> tuple[object, 
         dev.receive_batch([(1, f)])
         out += dev.service_queues(64)
     clock_us = NOW_US
+    i = 0
     while dev.tm.backlog:
-        clock_us += STEP_US
+        clock_us += _step(i)
+        i += 1
         _set_clock(dev, clock_us)
         out += dev.service_queues(64)
     per_port: dict[int, list[bytes]] = {n: [] for n in ATTACHED}
@@ -154,8 +161,10 @@ def test_queues_in_c_behave_as_the_python_traffic_manager(
     assert port_in == port_tx + sum(c.packets for c in drops) + totals.queued_pkts
     held_full = fast.held()
     clock_us = NOW_US
+    i = 0
     while _queued(dev):
-        clock_us += STEP_US
+        clock_us += _step(i)
+        i += 1
         _set_clock(dev, clock_us)
         run_round()
     got_ports = {n: _drain(s) for n, s in rig.rx.items()}

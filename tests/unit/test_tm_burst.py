@@ -59,6 +59,29 @@ def test_the_long_run_rate_is_the_configured_one(burst_us: float) -> None:
     assert 2000 <= sent <= 2001 + burst_us / 1000
 
 
+def test_a_late_busy_port_catches_up_at_most_a_burst() -> None:
+    tm = TrafficManager(depth=100, burst_us=200)
+    tm.set_rate(1000, port=1)  # 1,000 us per packet
+    for i in range(20):
+        tm.enqueue(1, 0, Pkt(i), 0)
+    assert len(tm.dequeue_ready(0)) == 1  # next departure at 1,000 us
+    # woken 3,000 us late: it owes three packets but catches up only 200 us of them
+    assert len(tm.dequeue_ready(4000)) == 1
+    assert tm.ports[1].next_free_us == 4800  # 4,000 - 200 + 1,000
+    assert len(tm.dequeue_ready(4800 - 200)) == 1  # on time again: the burst lets it go
+
+
+def test_an_idle_port_gets_no_credit() -> None:
+    tm = TrafficManager(burst_us=200)
+    tm.set_rate(1000, port=1)
+    pq = tm.port(1)
+    tm.charge(pq, Pkt(0), 10_000)  # cut through after a long idle time
+    assert pq.next_free_us == 11_000  # from now, not from now - burst
+    tm.enqueue(1, 0, Pkt(1), 50_000)  # queued at 50,000 (nothing owed before it came)
+    tm.dequeue_ready(50_100)  # 100 us later: it starts when it came, not 200 us back
+    assert pq.next_free_us == 51_000
+
+
 def test_a_burst_keeps_strict_priority() -> None:
     tm = TrafficManager(priority_queues=2, burst_us=100)
     tm.set_rate(1000, port=1)  # 1,000 us per packet: the burst allows nothing extra
