@@ -68,6 +68,7 @@ FAST_BATCH = 256  # the same for a round run whole in C (switch.device.fastpath)
 COALESCE_US = 200  # default sleep between rounds while frames keep coming (microseconds)
 RX_RING_FRAMES = 2048  # receive ring slots per port: 50 ms at 40k packets/s while descheduled
 QUEUE_BURST_US = 200.0  # default burst allowance of rate-limited ports (microseconds)
+QUEUE_CATCHUP_US = 2000.0  # how far back a late busy port may catch up (microseconds)
 FINE_WAIT_S = 0.002  # waits shorter than this use select (microseconds), longer ones poll (ms)
 IDLE_WAIT_S = 1.0  # the longest sleep with nothing to do (a stop or a wake-up ends it sooner)
 DEFAULT_GRPC = "127.0.0.1:9559"
@@ -154,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"{QUEUE_BURST_US:g}; the long-run rate is unchanged)",
     )
     ap.add_argument(
+        "--queue-catchup-us",
+        type=float,
+        default=QUEUE_CATCHUP_US,
+        metavar="US",
+        help="a busy rate-limited port whose packets leave late (the loop woke up late: a "
+        "busy core) catches up at most US microseconds of its schedule instead of losing the "
+        f"gap (default {QUEUE_CATCHUP_US:g}; the long-run rate is unchanged)",
+    )
+    ap.add_argument(
         "--rx-ring-frames",
         type=int,
         default=RX_RING_FRAMES,
@@ -234,6 +244,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError("--rx-ring-frames must be 16..65536")
     if not 0 <= args.queue_burst_us <= 1_000_000:
         raise UsageError("--queue-burst-us must be 0..1000000 (us)")
+    if not 0 <= args.queue_catchup_us <= 1_000_000:
+        raise UsageError("--queue-catchup-us must be 0..1000000 (us)")
     if args.cpu_port is not None and (args.cpu_port in ports or not 0 < args.cpu_port < 511):
         raise UsageError("--cpu-port must be 1..510 and not an interface port")
     return args
@@ -267,6 +279,7 @@ class SwitchDaemon:
             queue_depth=args.queue_depth,
             seed=args.seed,
             queue_burst_us=args.queue_burst_us,
+            queue_catchup_us=args.queue_catchup_us,
             executor=executor,
         )
         self.stopping = threading.Event()

@@ -182,6 +182,7 @@ class Device:
         seed: int = 0,
         clock: Callable[[], int] | None = None,
         queue_burst_us: float = 0.0,
+        queue_catchup_us: float | None = None,
         executor: Callable[..., V1Switch] = V1Switch,
     ) -> None:
         self.device_id = device_id
@@ -195,7 +196,9 @@ class Device:
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         self.switch: V1Switch | None = None
         self.drops = DropCounters()  # by reason and port, kept across pipeline changes
-        self.tm = TrafficManager(priority_queues, queue_depth, self.drops, queue_burst_us)
+        self.tm = TrafficManager(
+            priority_queues, queue_depth, self.drops, queue_burst_us, queue_catchup_us
+        )
         self.counters = DeviceCounters()
         # The port layer's drop counts (ring overruns, send failures), read on demand; the
         # daemon sets it to its PortSet's (call with ``lock`` held).

@@ -319,7 +319,7 @@ class RingFastPath:
                 c.cq_on = want[9]
                 cache[k] = want
         r = self._r
-        r.nq, r.burst = tm.nq, tm.burst_us
+        r.nq, r.burst, r.catchup = tm.nq, tm.burst_us, tm.catchup_us
 
         perr = sw.before_ring_round()
         now = dev.now_us()

@@ -19,12 +19,13 @@ microseconds before their exact departure time: a software data path runs in rou
 fast links (a 1,400-byte packet takes 1.1 us at 10 Gbit/s) an exact schedule would let one
 packet per port leave per round. The long-run rate stays the configured one (departures still
 advance ``next_free_us`` by each packet's cost); only bursts of up to ``burst_us`` worth of
-packets become possible. The same allowance works backwards for queued packets: a busy port
-whose packets leave late (the data path woke up after their time: timer slack, a busy core)
-catches up what it owes, at most ``burst_us`` back (and not before the packet came), instead of
-losing the gap; so after a late wake-up up to twice ``burst_us`` worth may leave at once. An
-idle port gets no credit (a packet that cuts through starts its schedule now). 0 (the default)
-keeps the exact schedule.
+packets become possible. 0 (the default) keeps the exact schedule.
+
+A busy port whose queued packets leave late (the data path woke up after their time: timer
+slack, a core busy with other switches) catches up what it owes, at most ``catchup_us`` back
+(``burst_us`` unless given) and not before the packet came, instead of losing the gap; so after
+a late wake-up up to ``burst_us + catchup_us`` worth may leave at once. An idle port gets no
+credit (a packet that cuts through starts its schedule now).
 """
 
 from __future__ import annotations
@@ -65,12 +66,14 @@ class TrafficManager:
         depth: int = DEFAULT_DEPTH,
         drops: DropCounters | None = None,
         burst_us: float = 0.0,
+        catchup_us: float | None = None,
     ) -> None:
         if priority_queues < 1 or priority_queues > MAX_QUEUES:
             raise ValueError(f"priority_queues must be between 1 and {MAX_QUEUES}")
-        if burst_us < 0:
-            raise ValueError("burst_us must not be negative")
+        if burst_us < 0 or (catchup_us is not None and catchup_us < 0):
+            raise ValueError("burst_us and catchup_us must not be negative")
         self.burst_us = burst_us
+        self.catchup_us = burst_us if catchup_us is None else catchup_us
         self.nq = priority_queues
         self.drops = drops if drops is not None else DropCounters()
         # What ``show_drops`` reads: these counts; the device adds its ports' (ring overruns,
@@ -210,9 +213,9 @@ class TrafficManager:
                 start = now_us
             else:
                 # A queued packet late by more than a packet's time (the loop woke up after
-                # its departure time): the port catches up, at most ``burst_us`` back from now
-                # and not before the packet came.
-                start = max(start, now_us - self.burst_us, since_us)
+                # its departure time): the port catches up, at most ``catchup_us`` back from
+                # now and not before the packet came.
+                start = max(start, now_us - self.catchup_us, since_us)
         pq.next_free_us = start + cost
 
     def next_departure_us(self) -> float | None:

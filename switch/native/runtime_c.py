@@ -21,7 +21,7 @@ typedef struct {
     uint64_t cq_enq, cq_deq;
 } tf_port;
 typedef struct {
-    int nq; double burst; int odd; uint64_t touched;
+    int nq; double burst, catchup; int odd; uint64_t touched;
     int spill_kind, spill_port, spill_len; uint8_t *spill;
     int nspill, spill_cap; int *job_port, *job_prio, *job_len, *job_poff;
     uint8_t *jobs; uint8_t *state;
@@ -574,8 +574,8 @@ static int ring_put(tf_port *q, const u8 *obuf, int n) {
 
 /* TrafficManager._charge: a packet of nbytes leaving q now advances its next departure. Late
    by more than a packet: a cut-through packet (since < 0) starts now, a queued one catches up
-   at most `burst` us back and not before it came (`since`, its enqueue time) */
-static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now, double burst,
+   at most `catchup` us back and not before it came (`since`, its enqueue time) */
+static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now, double catchup,
                              double since) {
     if (!(q->rate_bps > 0 || q->rate_pps > 0)) return;
     double cost = q->rate_bps > 0 ? (double)(nbytes * 8) * 1e6 / q->rate_bps
@@ -584,7 +584,7 @@ static inline void tm_charge(tf_port *q, uint64_t nbytes, uint64_t now, double b
     if (start <= (double)now - cost) {
         if (since < 0) start = (double)now;
         else {
-            double floor = (double)now - burst;
+            double floor = (double)now - catchup;
             if (floor > start) start = floor;
             if (since > start) start = since;
         }
@@ -655,7 +655,7 @@ static int cq_drain(tf_sw *X, tf_port *P, int np, uint64_t now, tf_round *R, u8 
             done++;
             progress = 1;
             int len = (int)h[0], poff = (int)h[1];
-            tm_charge(q, (uint64_t)(len - poff) + 64, now, R->burst, (double)enq_us);
+            tm_charge(q, (uint64_t)(len - poff) + 64, now, R->catchup, (double)enq_us);
             const tf_state *S = (const tf_state *)(s + CQ_HDR);
             memcpy(&X->hdr, &S->hdr, sizeof X->hdr);
             memcpy(&X->meta, &S->meta, sizeof X->meta);
@@ -749,7 +749,7 @@ static int ring_one(tf_sw *X, tf_port *P, tf_port *p, uint64_t now, const int16_
     q->enq_n++;
     R->touched |= 1ull << k;
     if (rated)  /* TrafficManager._charge with nbytes = payload + 64, in the same arithmetic */
-        tm_charge(q, (uint64_t)((int)len - poff) + 64, now, R->burst, -1.0);
+        tm_charge(q, (uint64_t)((int)len - poff) + 64, now, R->catchup, -1.0);
     u64 enq[4] = {now & 0xFFFFFFFFull, 0, 0, 0};
     set_enq(X, enq, 1);
     int e = egress_part(X, eport, X->trunc, data + poff, (int)len - poff, now, obuf, r);

@@ -39,7 +39,8 @@ pytestmark = NET_MARKS
 RATE_BPS = 1e6
 DEPTH = 56  # over fabric.p4's trim (48) and ECN (20) thresholds
 STEP_US = 700  # the clock's step while the queues drain (under a packet's time) ...
-LATE_US = 4000  # ... and every tenth step a late wake-up (the ports catch up)
+LATE_US = 4000  # ... and every tenth step a late wake-up (the ports catch up ...)
+CATCHUP_US = 1500  # ... this much of it)
 
 
 def _step(i: int) -> int:
@@ -47,7 +48,9 @@ def _step(i: int) -> int:
 
 
 def _device(pipe: Pipeline, native: bool) -> Device:
-    return fabric_device(pipe, native, RATE_BPS, queue_depth=DEPTH)
+    dev = fabric_device(pipe, native, RATE_BPS, queue_depth=DEPTH)
+    dev.tm.catchup_us = CATCHUP_US
+    return dev
 
 
 def _burst(pipe: Pipeline, case: str) -> list[bytes]:

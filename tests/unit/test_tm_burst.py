@@ -71,6 +71,19 @@ def test_a_late_busy_port_catches_up_at_most_a_burst() -> None:
     assert len(tm.dequeue_ready(4800 - 200)) == 1  # on time again: the burst lets it go
 
 
+def test_catchup_us_sets_how_far_back_a_late_port_catches_up() -> None:
+    tm = TrafficManager(depth=100, burst_us=200, catchup_us=2000)
+    tm.set_rate(1000, port=1)
+    for i in range(20):
+        tm.enqueue(1, 0, Pkt(i), 0)
+    tm.dequeue_ready(0)
+    # 3,000 us late: 2,000 us of it caught up, two more packets leave at once
+    assert len(tm.dequeue_ready(4000)) == 3
+    assert tm.ports[1].next_free_us == 5000  # 4,000 - 2,000 + 3 x 1,000
+    with pytest.raises(ValueError):
+        TrafficManager(catchup_us=-1)
+
+
 def test_an_idle_port_gets_no_credit() -> None:
     tm = TrafficManager(burst_us=200)
     tm.set_rate(1000, port=1)
