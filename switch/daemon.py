@@ -24,9 +24,14 @@ core of its own).
 
 With a native program and PACKET_MMAP rings on every port, a round runs whole in C
 (:mod:`switch.device.fastpath`: receive, pipeline, transmit, up to ``FAST_BATCH`` frames, no
-Python object per packet); packets that must queue, go to the CPU port or to a port without a
-ring, and frames the rings' slow path handles, come back to the Python path. ``--pcap``, debug
-logging and ``--native off`` keep every round in Python.
+Python object per packet); with one queue per port, packets that must queue wait in the port's
+queue in C and leave from there at the port's rate. Packets for the CPU port or a port without
+a ring, and frames the rings' slow path handles, come back to the Python path. ``--pcap``,
+debug logging and ``--native off`` keep every round in Python.
+
+A rate-limited queue wakes the loop half of ``--queue-burst-us`` before its next departure; a
+busy port whose packets leave late anyway catches up at most ``--queue-catchup-us`` of its
+schedule (:mod:`switch.device.tm`).
 """
 
 from __future__ import annotations
