@@ -308,6 +308,19 @@ def test_flush_merges_what_is_left_at_the_end() -> None:
     assert len(sends) == 1 and core.merges[0].quorum == 1 and core.rounds == {}
 
 
+def test_after_finish_the_last_reports_are_held_and_merge_once_per_fragment() -> None:
+    core, _params = make()
+    core.receive(0.1, 0, report(core, 0, 0, shift=0.01))
+    core.finish()
+    for m in (1, 2):  # every live learner reported: would merge at once before finish()
+        assert core.receive(0.2, m, report(core, m, 0, shift=0.01)) == []
+    assert core.receive(0.3, 1, report(core, 1, 1, shift=0.01)) == [] and core.tick(5.0) == []
+    assert core.merges == []
+    sends = core.flush(5.1)
+    assert [(r.fragment, r.quorum) for r in core.merges] == [(0, 3), (1, 1)]
+    assert len(sends) == 4 and core.versions == [1, 1] and core.rounds == {}
+
+
 def test_start_goes_to_every_learner_once_all_have_connected_and_to_a_later_one_at_once() -> None:
     core, _params = make()
 

@@ -144,8 +144,9 @@ class SyncerConfig:
     eval_every_merges: int = 8
     """Validation loss of the global model every this many merges (and at the end)."""
     drain_s: float = 1.0
-    """At the end of the job the syncer keeps merging until every live learner has handed
-    over its last reports and left, at most this long (0: merge what it holds at once)."""
+    """At the end of the job the syncer waits until every live learner has handed over its
+    last reports and left, at most this long, then merges each fragment's reports once (0:
+    merge what it holds at once)."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "quorum", "eval_every_merges", "history_versions")

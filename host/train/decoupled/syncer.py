@@ -158,6 +158,7 @@ class SyncerCore:
         self.tokens_per_step = tokens_per_step
         self.theta = [f.gather(initial).clone() for f in fragmentation.fragments]
         self.versions = [0] * len(fragmentation)
+        self.finishing = False  # see finish()
         self.history: list[dict[int, torch.Tensor]] = [{0: t} for t in self.theta]
         """Per fragment: version → Θ_p of that version (the last ``history_versions``)."""
         self.outer = [OuterOptimizer(cfg.outer) for _ in fragmentation.fragments]
@@ -293,8 +294,18 @@ class SyncerCore:
     def _quorum(self, live: set[int]) -> int:
         return max(1, min(self.cfg.syncer.quorum, len(live)))
 
+    def finish(self) -> None:
+        """The job ended: from now on reports are held, not merged, until :meth:`flush`, so
+        that the last reports the learners hand over merge once per fragment. (Merged as they
+        came, K = 1 made up to one merge per learner and fragment within a few milliseconds,
+        each a small Δ with a full outer-momentum push: on a calm run the global model's
+        final loss rose from 0.205 to 0.376 nats.)"""
+        self.finishing = True
+
     def _advance(self, now: float) -> list[Send]:
         self._update_liveness(now)
+        if self.finishing:
+            return []
         live = self.live()
         out: list[Send] = []
         for p in sorted(self.rounds):
@@ -497,13 +508,14 @@ class Syncer:
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, then on until every live learner has left (handing
-        over its last reports) or ``drain_s`` passed and the inbox is empty; then merge what
-        is left."""
+        over its last reports, held: :meth:`SyncerCore.finish`) or ``drain_s`` passed and the
+        inbox is empty; then merge what is left, each fragment once."""
         core = self.core
         drain_until: float | None = None
         while True:
             if drain_until is None and stop.is_set():
                 drain_until = time.monotonic() + core.cfg.syncer.drain_s
+                core.finish()
             wait = min(POLL_S, max(0.0, core.next_deadline() - self._clock()))
             try:
                 inbound: Inbound | None = self.hub.inbox.get(timeout=wait)
