@@ -27,6 +27,9 @@ CPU with no traffic at all. ``--kernel`` builds the same topology from Linux rou
 (:mod:`experiments.kernel_fabric`: seg6local End with next-csid on every leaf and spine): the
 physical reference; its forwarding runs in softirq context, so the CPU columns stay empty.
 ``--target bmv2`` runs BMv2's ``simple_switch_grpc`` as the switches (on PATH).
+``--sender-priority low|idle`` runs the senders at ``nice 19`` or ``SCHED_IDLE`` (for every
+network kind alike): in a physical network the load generator is another machine, here it
+shares the cores with the switches it overloads.
 
 Results: ``--out`` (CSV, header row, units in the column names) and a plot next to it (PNG).
 Run it as root, under the fabric lock (the make target takes it).
@@ -191,8 +194,26 @@ def flows_for(fabric: Fabric, mode: str) -> list[Flow]:
 _runs = itertools.count(1)
 
 
+SENDER_PRIORITIES = {
+    "normal": [],
+    "low": ["nice", "-n", "19"],
+    "idle": ["chrt", "--idle", "0"],
+}
+"""``--sender-priority``: how the senders run (the receivers always at normal priority).
+In a physical network the load generator is another machine; here it shares the two cores
+with the switches, and at 10x overload its own kernel work (sending, and delivering into the
+first switch's full ring) competes with the switches it overloads. ``low``: ``nice 19``;
+``idle``: ``SCHED_IDLE`` (it runs only when a core has nothing else to do)."""
+
+
 def run_step(
-    net: Network, blast: pathlib.Path, flows: Sequence[Flow], pps: float, size: int, step_s: float
+    net: Network,
+    blast: pathlib.Path,
+    flows: Sequence[Flow],
+    pps: float,
+    size: int,
+    step_s: float,
+    sender_priority: str = "normal",
 ) -> Row:
     """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row.
 
@@ -218,6 +239,7 @@ def run_step(
             _in_host(
                 net.enter[f.src],
                 [
+                    *SENDER_PRIORITIES[sender_priority],
                     str(blast),
                     "send",
                     f.address,
@@ -291,6 +313,7 @@ def sweep(
     *,
     step_s: float = STEP_S,
     overload: float = 10.0,
+    sender_priority: str = "normal",
 ) -> Iterator[Row]:
     """Rows of every mode and size, the offered rate stepped up to overload."""
     for mode in modes:
@@ -298,7 +321,7 @@ def sweep(
         for size in sizes:
             best = 0.0
             for pps in rates:
-                row = run_step(net, blast, flows, pps, size, step_s)
+                row = run_step(net, blast, flows, pps, size, step_s, sender_priority)
                 yield row
                 best = max(best, row.delivered_pps)
                 if row.loss > LOSS_OVERLOAD and pps >= overload * best:
@@ -455,6 +478,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle row (0: none)")
     ap.add_argument("--link-mbps", type=float, default=DEFAULT_LINK_MBPS)
     ap.add_argument("--append", action="store_true", help="add to the CSV instead of replacing")
+    ap.add_argument(
+        "--sender-priority",
+        choices=sorted(SENDER_PRIORITIES),
+        default="normal",
+        help="CPU priority of the senders (low: nice 19, idle: SCHED_IDLE); the same for every "
+        "network kind",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("one", "all")]
@@ -492,6 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for row in sweep(
                     net, blast, modes, args.sizes, args.rates,
                     step_s=args.step_s, overload=args.overload,
+                    sender_priority=args.sender_priority,
                 ):  # fmt: skip
                     rows.append(row)
                     print(_describe(row), flush=True)
