@@ -6,8 +6,10 @@ daemon does (a C round, else a Python one; then the traffic manager's queues), a
 peers receive on every port must be what the Python executor's per-packet path sends, frame for
 frame and in order per port, with the same drops by reason and port, the same traffic-manager
 counts and exact packet conservation. Cases: every port unlimited; 10 Gbit/s ports (the burst
-allowance lets the batch cut through); 1 Mbit/s ports (packets must queue: the C round stops at
-each and the traffic manager takes it in Python); a VLAN-tagged frame (the ring's slow path).
+allowance lets the batch cut through); 1 Mbit/s ports (packets must queue: they wait in the
+ports' queues in C until the VLAN-tagged frame's Python pass moves them into the traffic
+manager); a VLAN-tagged frame (the ring's slow path). ``test_native_queues.py`` drains the
+queues in C themselves.
 """
 
 from __future__ import annotations
