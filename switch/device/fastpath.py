@@ -34,8 +34,8 @@ The accounting is the per-packet path's: device and port counters, the traffic m
 enqueued/dequeued counts, largest depth and rate schedule (``next_free_us``, the same
 arithmetic), drops by reason and port, the executor's counters, digests; packets waiting in C
 count as queued (:meth:`Device.packet_totals`) and in ``show_queues``' depth, and their next
-departure wakes the loop (:meth:`Device.next_departure_us`). Call :meth:`RingFastPath.round` with the
-device lock held, from the data-path thread only.
+departure wakes the loop (:meth:`Device.next_departure_us`). Call :meth:`RingFastPath.round`
+with the device lock held, from the data-path thread only.
 """
 
 from __future__ import annotations
