@@ -4,12 +4,13 @@
 * :class:`SlotPool`: one :mod:`host.decoupled_agent` per *process slot* (a host and a slot
   number; :func:`placement` puts the hub alone on the last host and the members round-robin on
   the others, so that every member reaches its hub over the fabric), started once and given
-  one role of one job after another. A slot whose process was killed gets a new process.
+  one role of one job after another. A slot whose process was killed gets a new process,
+  forked by its host's fork server (:mod:`experiments.agent_forks`), which imported torch and
+  bound every task once.
 * :func:`run_job`: the hub's ``run`` command, then (at the job's origin) every member's; the
   chaos schedule's actions (:data:`PROCESS_ACTIONS`) run in a
   :class:`~experiments.faults.TimedFaults` thread at their times: ``kill`` SIGKILLs the
-  member's process; a spare agent of its slot, started before the run (importing torch takes
-  seconds of CPU), replaces it and gets the ``run`` command (incarnation + 1: it restores its
+  member's process; a spare agent of its slot, started before the run, replaces it and gets the ``run`` command (incarnation + 1: it restores its
   checkpoint file and catches up from the hub) at the ``start`` time; ``stop`` / ``cont``
   are SIGSTOP / SIGCONT; ``slow`` / ``unslow`` the agent's step-time factor; spine and plane
   failures and restores are ``tf-ctl`` commands through the controller. The driver's own
