@@ -10,8 +10,9 @@
 * :func:`run_job`: the hub's ``run`` command, then (at the job's origin) every member's; the
   chaos schedule's actions (:data:`PROCESS_ACTIONS`) run in a
   :class:`~experiments.faults.TimedFaults` thread at their times: ``kill`` SIGKILLs the
-  member's process; a spare agent of its slot, started before the run, replaces it and gets the ``run`` command (incarnation + 1: it restores its
-  checkpoint file and catches up from the hub) at the ``start`` time; ``stop`` / ``cont``
+  member's process; a spare agent of its slot, started before the run, replaces it and gets
+  the ``run`` command (incarnation + 1: it restores its checkpoint file and catches up from
+  the hub) at the ``start`` time; ``stop`` / ``cont``
   are SIGSTOP / SIGCONT; ``slow`` / ``unslow`` the agent's step-time factor; spine and plane
   failures and restores are ``tf-ctl`` commands through the controller. The driver's own
   loop (:func:`experiments.hosts.drive_agents`) only reads what the agents say. At the end
