@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from experiments.hosts import start_in_host
+from host.forkserver import DIR_PREFIX, SOCKET_NAME
 
 READY_TIMEOUT_S = 300.0
 """How long a fork server may take to import and prepare its module on a busy machine."""
@@ -112,8 +113,8 @@ class ForkServer:
 
     def __init__(self, name: str, host_pid: int, module: str, log: IO[bytes]) -> None:
         self.name = name
-        self._dir = tempfile.mkdtemp(prefix="tailfabric-forks-")
-        self.socket_path = os.path.join(self._dir, "agents.sock")
+        self._dir = tempfile.mkdtemp(prefix=DIR_PREFIX)
+        self.socket_path = os.path.join(self._dir, SOCKET_NAME)
         self._log = log
         self.proc = start_in_host(
             host_pid, "host.forkserver", ["--module", module, "--socket", self.socket_path], log

@@ -35,12 +35,17 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 STOP_GRACE_S = 2.0
+DIR_PREFIX = "tailfabric-forks-"
+"""A fork server's socket lives in a private temporary folder named with this prefix
+(:func:`stale_dirs` finds the ones whose server is gone)."""
+SOCKET_NAME = "agents.sock"
 MAX_REQUEST = 64 * 1024
 """Largest request (JSON bytes); an agent's command line is well under 1 KiB."""
 FDS_PER_REQUEST = 3
@@ -215,6 +220,23 @@ def _stop_children(children: dict[int, _Child]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(c.pid, signal.SIGKILL)
         _reap(c)
+
+
+def stale_dirs(tmp: str | None = None) -> list[str]:
+    """Fork-server folders under ``tmp`` (the system's temporary folder) whose socket no
+    server listens on: left by a driver that was killed (a closed server removes its own)."""
+    base = tmp or tempfile.gettempdir()
+    out = []
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        if not name.startswith(DIR_PREFIX) or not os.path.isdir(path):
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(os.path.join(path, SOCKET_NAME))
+            except OSError:
+                out.append(path)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

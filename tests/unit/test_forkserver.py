@@ -19,7 +19,7 @@ import pytest
 
 from experiments.agent_forks import ForkedProcess, ForkError, ForkServer
 from experiments.hosts import AgentProcess
-from host.forkserver import RequestError, parse_request
+from host.forkserver import DIR_PREFIX, RequestError, parse_request, stale_dirs
 from topologies.model import FabricSpec, build_fabric
 
 
@@ -98,3 +98,15 @@ def test_closing_the_server_stops_its_agents_and_removes_its_socket(tmp_path: pa
         assert not os.path.exists(fs.socket_path)
         with pytest.raises(ForkError):
             fs.spawn(["--host", "h2"])
+
+
+def test_stale_dirs_are_the_folders_whose_server_is_gone(
+    server: tuple[ForkServer, list[str]], tmp_path: pathlib.Path
+) -> None:
+    fs, _argv = server
+    live = os.path.dirname(fs.socket_path)
+    assert live not in stale_dirs(os.path.dirname(live))
+    gone = tmp_path / f"{DIR_PREFIX}gone"
+    gone.mkdir()
+    (tmp_path / "unrelated").mkdir()
+    assert stale_dirs(str(tmp_path)) == [str(gone)]

@@ -18,7 +18,9 @@ Mininet's own clean-up command is never called (it deletes every ``/tmp/*.log``,
 4. root-namespace interfaces named like fabric switch ports (``p<plane><l|s><index>-eth<port>``);
 5. with ``everything``: namespaces and links of :mod:`switch.device.netns` whose creator is gone
    (:func:`~switch.device.netns.cleanup_stale`: only names with the project's prefix and owner mark);
-6. the fabric's directory under ``results/`` (state, logs, host scripts, pcaps).
+6. with ``everything``: the folders of agents' fork servers that are gone
+   (:func:`host.forkserver.stale_dirs`); the fabric's directory under ``results/`` (state,
+   logs, host scripts, pcaps).
 
 **Which namespaces are a fabric's hosts.** A network namespace other than ours is one when it
 holds an interface ``h<N>-eth<p>`` (a fabric host NIC, :class:`topologies.model.Nic`)
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from host.forkserver import stale_dirs as stale_fork_dirs
 from switch.device.netns import NetnsError, call_in_thread, cleanup_stale, join_netns, netns_of_pid
 
 SWITCH_PORT_RE = re.compile(r"^p\d+[ls]\d+-eth\d+$")
@@ -407,6 +410,10 @@ def cleanup(
         if stale:
             done.append(f"removed {len(stale)} stale test namespaces/links: {_shorten(stale)}")
     # 6. files
+    if everything:
+        for d in stale_fork_dirs():
+            shutil.rmtree(d, ignore_errors=True)
+            done.append(f"removed {d} (an agents' fork server that is gone)")
     if remove_files and fabric_dir.exists():
         shutil.rmtree(fabric_dir, ignore_errors=True)
         done.append(f"removed {fabric_dir}")
