@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 APT_PACKAGES := python3-venv python3-dev gcc iproute2 ethtool tcpdump tcpreplay iputils-ping mininet
 RESULTS := results
 
-.PHONY: help setup system-deps test test-unit lint bench-p4 fuzz-p4 bench-switch bench-transport p4-info clean
+.PHONY: help setup system-deps test test-unit lint bench-p4 fuzz-p4 bench-switch bench-ratelimit bench-transport p4-info clean
 
 help:
 	@echo "make test        set up .venv and run the whole test suite"
@@ -17,6 +17,7 @@ help:
 	@echo "make fuzz-p4 [FUZZ_PROGRAMS=10000]  random header/union/stack programs x packets: no crash"
 	@echo "make bench-transport  MRC / single path / TCP goodput and completion times -> results/bench_transport.csv"
 	@echo "make bench-switch  tf-switch on veths with tcpreplay -> results/bench_switch.csv (root)"
+	@echo "make bench-ratelimit  one switch through a 50-200 Mbit/s port -> results/bench_ratelimit.csv (root)"
 	@echo "make p4-info P4=prog.p4   write the P4Info of a program to build/"
 	@echo "make fabric [PLANES=2 LEAVES=2 SPINES=2 HOSTS=2 TARGET=tf]  fabric in Mininet + CLI (root)"
 	@echo "make fabric-up / fabric-down   start / stop a background fabric (root)"
@@ -87,6 +88,12 @@ bench-switch: $(STAMP)
 	  --switch-cpu 1 --gen-cpu 0 --log $(RESULTS)/bench_switch.log \
 	  --switch-cmd "{python} -m switch.daemon -i 1@{if1} -i 2@{if2} --thrift-port 9390 p4/ipv6_router.p4 -- --grpc-server-addr 127.0.0.1:9389" \
 	  --setup-cmd "{python} -m switch.device.control --wait 30 --thrift-port 9390 table_add ipv6_lpm ipv6_forward {dst}/64 => {sink_mac} 2"
+
+# One switch forwarding 1,400-byte datagrams through a port limited to 50/100/200 Mbit/s at 0.9x
+# and 1.5x its rate (the egress queues in C): delivered share of the rate, CPU per packet.
+bench-ratelimit: $(STAMP)
+	@mkdir -p $(RESULTS)
+	$(PY) -m switch.bench_ratelimit --switch-cpu 1 --gen-cpu 0 --out $(RESULTS)/bench_ratelimit.csv
 
 bench-transport: $(STAMP)
 	@mkdir -p $(RESULTS)
