@@ -373,6 +373,8 @@ class Bench:
             busy = {p: c for p, c in diff.items() if any(c)}
             path = self.work / f"switches_{backend}_r{round_no}.json"
             path.write_text(json.dumps(busy, indent=0))
+            for trace in self.work.glob(f"trace_{backend}_r*.jsonl"):  # keep every round's
+                trace.rename(trace.with_name(f"round{round_no}_{trace.name}"))
         if err or not out.exists():
             return [], err or "sweep: no result"
         doc = json.loads(out.read_text())
