@@ -52,6 +52,8 @@ PLANES_ENV = "TAILFABRIC_PLANES"
 """Loopback only: planes (UDP sockets) per rank (default 2)."""
 HOST_RTT_ENV = "TAILFABRIC_HOST_RTT_MS"
 """Fabric only: the emulation's own RTT beyond its links (default :data:`HOST_RTT_MS`)."""
+QA_ENV = "TAILFABRIC_QA_MS"
+"""Fabric only: MRC's quick-adapt threshold in ms of queueing delay (0: the emulated config's)."""
 PACING_ENV = "TAILFABRIC_PACING"
 """Fabric only: MRC's ``pacing_gain`` (0: no pacing)."""
 RING_PIECE_ENV = "TAILFABRIC_RING_PIECE_KIB"
@@ -88,6 +90,8 @@ class MeshConfig:
     """Fabric only: passed to :func:`~host.mrc.emulated.emulated_fabric_config`."""
     pacing_gain: float = 0.0
     """Fabric only: MRC paces each connection at this multiple of ``cwnd / srtt``."""
+    qa_threshold_ms: float = 0.0
+    """Fabric only: quick adapt above this queueing delay (0: ``emulated_fabric_config``'s)."""
     ring_piece_bytes: int = 64 * 1024
     """The ring all-reduce passes segments on in pieces of this size."""
 
@@ -111,17 +115,22 @@ class MeshConfig:
                 cfg = replace(cfg, loopback_planes=int(e[PLANES_ENV]))
             if HOST_RTT_ENV in e:
                 cfg = replace(cfg, host_rtt_ms=float(e[HOST_RTT_ENV]))
+            if QA_ENV in e:
+                cfg = replace(cfg, qa_threshold_ms=float(e[QA_ENV]))
             if PACING_ENV in e:
                 cfg = replace(cfg, pacing_gain=float(e[PACING_ENV]))
             if RING_PIECE_ENV in e:
                 cfg = replace(cfg, ring_piece_bytes=int(e[RING_PIECE_ENV]) * 1024)
         except ValueError:
             raise ValueError(
-                f"{PEER_TIMEOUT_ENV} and {HOST_RTT_ENV} must be a number of seconds (of "
-                f"milliseconds), {PLANES_ENV} and {RING_PIECE_ENV} integers"
+                f"{PEER_TIMEOUT_ENV} must be a number of seconds, {HOST_RTT_ENV} and {QA_ENV} "
+                f"numbers of milliseconds, {PACING_ENV} a number, {PLANES_ENV} and "
+                f"{RING_PIECE_ENV} integers"
             ) from None
         if not cfg.peer_timeout_s > 0 or not 1 <= cfg.loopback_planes <= 8:
             raise ValueError(f"need {PEER_TIMEOUT_ENV} > 0 and {PLANES_ENV} in 1..8")
+        if not 0 <= cfg.qa_threshold_ms <= 60_000:
+            raise ValueError(f"need {QA_ENV} in 0..60000 (0: the default)")
         if not 0 <= cfg.pacing_gain <= 100:
             raise ValueError(f"need {PACING_ENV} in 0..100 (0: no pacing)")
         if not 0 <= cfg.host_rtt_ms <= 1000 or not 1024 <= cfg.ring_piece_bytes <= PIECE_BYTES:
@@ -397,6 +406,8 @@ def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshCo
                 dead_peer_timeout_s=cfg.peer_timeout_s,
                 pacing_gain=cfg.pacing_gain,
             )
+            if cfg.qa_threshold_ms > 0:
+                mrc = replace(mrc, cc=replace(mrc.cc, qa_threshold_us=cfg.qa_threshold_ms * 1e3))
             mine: dict[str, object] = {"host": cfg.host, "ports": net.ports}
         else:
             net, mrc, mine = _loopback(cfg, rank)

@@ -102,6 +102,8 @@ def test_random_payload_after_a_valid_header_decodes_when_lengths_agree(data: by
         ({"TAILFABRIC_HOST_RTT_MS": "-5"}, "0..1000"),
         ({"TAILFABRIC_RING_PIECE_KIB": "0"}, "1..4096"),
         ({"TAILFABRIC_RING_PIECE_KIB": "1.5"}, "integers"),
+        ({"TAILFABRIC_QA_MS": "-1"}, "0..60000"),
+        ({"TAILFABRIC_PACING": "x"}, "TAILFABRIC_PACING a number"),
     ],
 )
 def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason: str) -> None:
@@ -114,3 +116,5 @@ def test_settings_from_the_environment() -> None:
     assert (cfg.peer_timeout_s, cfg.loopback_planes, cfg.topology) == (2.5, 3, None)
     cfg = MeshConfig.from_env({"TAILFABRIC_HOST_RTT_MS": "7.5", "TAILFABRIC_RING_PIECE_KIB": "16"})
     assert (cfg.host_rtt_ms, cfg.ring_piece_bytes) == (7.5, 16 * 1024)
+    cfg = MeshConfig.from_env({"TAILFABRIC_QA_MS": "500", "TAILFABRIC_PACING": "2"})
+    assert (cfg.qa_threshold_ms, cfg.pacing_gain) == (500.0, 2.0)
