@@ -29,7 +29,9 @@ physical reference; its forwarding runs in softirq context, so the CPU columns s
 ``--target bmv2`` runs BMv2's ``simple_switch_grpc`` as the switches (on PATH).
 ``--sender-priority low|idle`` runs the senders at ``nice 19`` or ``SCHED_IDLE`` (for every
 network kind alike): in a physical network the load generator is another machine, here it
-shares the cores with the switches it overloads.
+shares the cores with the switches it overloads. ``--per-switch`` prints, for every step, each
+busy switch's CPU share and the packets its interfaces took in and sent out (the kernel's
+counters): where an overloaded fabric drops.
 
 Results: ``--out`` (CSV, header row, units in the column names) and a plot next to it (PNG).
 Run it as root, under the fabric lock (the make target takes it).
@@ -168,6 +170,40 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / CLK_TCK
 
 
+def switch_snapshot(pids: dict[str, int]) -> dict[str, tuple[float, int, int]]:
+    """Per switch: CPU seconds and the packets its interfaces received and sent (the kernel's
+    counters of ``/sys/class/net/SWITCH-eth*``, in the root namespace; frames that the switch's
+    full receive ring dropped are among those received, not among those sent)."""
+    snap = {}
+    for name, pid in pids.items():
+        rx = tx = 0
+        for dev in pathlib.Path("/sys/class/net").glob(f"{name}-eth*"):
+            with contextlib.suppress(OSError, ValueError):
+                rx += int((dev / "statistics" / "rx_packets").read_text())
+                tx += int((dev / "statistics" / "tx_packets").read_text())
+        snap[name] = (cpu_seconds([pid]), rx, tx)
+    return snap
+
+
+def per_switch_lines(
+    before: dict[str, tuple[float, int, int]], after: dict[str, tuple[float, int, int]], secs: float
+) -> list[str]:
+    """One line per switch that carried traffic: CPU share, packets in and out per second, and
+    the share of what came in that did not go out (dropped at its receive ring, mostly)."""
+    lines = []
+    for name in sorted(after):
+        cpu = (after[name][0] - before[name][0]) / secs
+        rx = (after[name][1] - before[name][1]) / secs
+        tx = (after[name][2] - before[name][2]) / secs
+        if rx < 100:
+            continue
+        lines.append(
+            f"    {name}: cpu {cpu:4.2f} cores  in {rx:9.0f}/s  out {tx:9.0f}/s"
+            f"  not forwarded {max(0.0, 1 - tx / rx) * 100:5.1f} %"
+        )
+    return lines
+
+
 def flows_for(fabric: Fabric, mode: str) -> list[Flow]:
     """The flows of ``mode`` (see the module docstring)."""
     hosts = [h.name for h in fabric.hosts]
@@ -216,6 +252,7 @@ def run_step(
     size: int,
     step_s: float,
     sender_priority: str = "normal",
+    per_switch: bool = False,
 ) -> Row:
     """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row.
 
@@ -235,6 +272,7 @@ def run_step(
             if "ready" not in proc.stdout.readline():
                 raise BenchError(f"the receiver on {dst} did not start: {proc.stderr}")
         pids = list(net.switch_pids.values())
+        snap0 = switch_snapshot(net.switch_pids) if per_switch else {}
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
         per_flow = pps / len(flows)
         senders = [
@@ -259,6 +297,9 @@ def run_step(
         sent = [_result(s, step_s + 10, f"the sender on {f.src}") for s, f in zip(senders, flows)]
         time.sleep(DRAIN_S)
         cpu1, t1 = cpu_seconds(pids), time.monotonic()
+        if per_switch:
+            lines = per_switch_lines(snap0, switch_snapshot(net.switch_pids), t1 - t0)
+            print("\n".join(lines), flush=True)
         for proc in receivers.values():
             proc.terminate()
         got = [_result(p, 10, f"the receiver on {d}") for d, p in receivers.items()]
@@ -316,6 +357,7 @@ def sweep(
     step_s: float = STEP_S,
     overload: float = 10.0,
     sender_priority: str = "normal",
+    per_switch: bool = False,
 ) -> Iterator[Row]:
     """Rows of every mode and size, the offered rate stepped up to overload."""
     for mode in modes:
@@ -323,7 +365,7 @@ def sweep(
         for size in sizes:
             best = 0.0
             for pps in rates:
-                row = run_step(net, blast, flows, pps, size, step_s, sender_priority)
+                row = run_step(net, blast, flows, pps, size, step_s, sender_priority, per_switch)
                 yield row
                 best = max(best, row.delivered_pps)
                 if row.loss > LOSS_OVERLOAD and pps >= overload * best:
@@ -487,6 +529,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="CPU priority of the senders (low: nice 19, idle: SCHED_IDLE); the same for every "
         "network kind",
     )
+    ap.add_argument(
+        "--per-switch",
+        action="store_true",
+        help="print each busy switch's CPU share and packets in/out per step (where the fabric "
+        "drops under overload)",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("one", "all")]
@@ -524,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for row in sweep(
                     net, blast, modes, args.sizes, args.rates,
                     step_s=args.step_s, overload=args.overload,
-                    sender_priority=args.sender_priority,
+                    sender_priority=args.sender_priority, per_switch=args.per_switch,
                 ):  # fmt: skip
                     rows.append(row)
                     print(_describe(row), flush=True)
