@@ -331,7 +331,8 @@ class FabricSession:
     brings one up (``tf-topo up --detach``) and takes it down at the end, also on errors.
 
     Args:
-        link_mbps: the link rate of a fabric this session starts.
+        link_mbps: the link rate of a fabric this session starts (every experiment has its own:
+            no default).
         queue_depth: its switches' egress queue depth in packets (None: the default, 64).
         wait_s: how long to wait for another fabric on this machine to go away first.
     """
@@ -340,7 +341,7 @@ class FabricSession:
         self,
         results: str | pathlib.Path = "results",
         *,
-        link_mbps: float = 20.0,
+        link_mbps: float,
         queue_depth: int | None = None,
         wait_s: float = 0.0,
         log: Callable[[str], None] = print,
