@@ -31,7 +31,7 @@ physical reference; its forwarding runs in softirq context, so the CPU columns s
 network kind alike): in a physical network the load generator is another machine, here it
 shares the cores with the switches it overloads. ``--per-switch`` prints, for every step, each
 busy switch's CPU share and the packets its interfaces took in and sent out (the kernel's
-counters): where an overloaded fabric drops.
+counters), and the UDP receive errors of the receiving hosts: where an overloaded fabric drops.
 
 Results: ``--out`` (CSV, header row, units in the column names) and a plot next to it (PNG).
 Run it as root, under the fabric lock (the make target takes it).
@@ -185,6 +185,28 @@ def switch_snapshot(pids: dict[str, int]) -> dict[str, tuple[float, int, int]]:
     return snap
 
 
+def host_udp_drops(enter: list[str]) -> int:
+    """UDP datagrams a host's kernel dropped on receive (its sockets' buffers full and other
+    receive errors: ``Udp6InErrors`` + ``UdpInErrors`` of its namespace); -1 if unreadable."""
+    total = 0
+    for path, key in (("/proc/net/snmp6", "Udp6InErrors"), ("/proc/net/snmp", "Udp:")):
+        try:
+            text = subprocess.run(
+                [*enter, "cat", path], capture_output=True, text=True, timeout=5, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return -1
+        if key == "Udp:":  # two lines: the names, then the values
+            rows = [line.split() for line in text.splitlines() if line.startswith("Udp:")]
+            if len(rows) == 2 and "InErrors" in rows[0]:
+                total += int(rows[1][rows[0].index("InErrors")])
+        else:
+            total += sum(
+                int(v) for k, v in (line.split() for line in text.splitlines()) if k == key
+            )
+    return total
+
+
 def per_switch_lines(
     before: dict[str, tuple[float, int, int]], after: dict[str, tuple[float, int, int]], secs: float
 ) -> list[str]:
@@ -273,6 +295,7 @@ def run_step(
                 raise BenchError(f"the receiver on {dst} did not start: {proc.stderr}")
         pids = list(net.switch_pids.values())
         snap0 = switch_snapshot(net.switch_pids) if per_switch else {}
+        dst_drops0 = {d: host_udp_drops(net.enter[d]) for d in receivers} if per_switch else {}
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
         per_flow = pps / len(flows)
         senders = [
@@ -299,6 +322,10 @@ def run_step(
         cpu1, t1 = cpu_seconds(pids), time.monotonic()
         if per_switch:
             lines = per_switch_lines(snap0, switch_snapshot(net.switch_pids), t1 - t0)
+            for d, n0 in dst_drops0.items():
+                n1 = host_udp_drops(net.enter[d])
+                if n0 >= 0 and n1 >= 0:
+                    lines.append(f"    {d}: UDP receive errors (socket buffer full) {n1 - n0}")
             print("\n".join(lines), flush=True)
         for proc in receivers.values():
             proc.terminate()
