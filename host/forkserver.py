@@ -37,9 +37,9 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 STOP_GRACE_S = 2.0
 DIR_PREFIX = "tailfabric-forks-"
@@ -88,26 +88,43 @@ class _Child:
     conn: socket.socket
 
 
-def _run_child(module: Any, argv: list[str], fds: Sequence[int], keep_closed: list[int]) -> None:
-    """In the forked child: become the agent and never return."""
+def run_child(
+    name: bytes,
+    std_fds: Callable[[], Sequence[int]],
+    sys_argv: list[str],
+    main: Callable[[], int],
+    *,
+    close: Sequence[int] = (),
+    new_session: bool = False,
+) -> NoReturn:
+    """In a forked child of a fork server: close the server's ``close`` descriptors, become
+    process ``name`` (SIGTERM when the server dies, default signal handlers; its own session
+    with ``new_session``), take ``std_fds()`` as stdin, stdout and stderr, run ``main()`` with
+    ``sys.argv`` set and exit with its status. Never returns into the server, whatever fails
+    (also what ``std_fds`` opens); a traceback goes to stderr. :mod:`topologies.emulation.swlaunch`
+    starts its switches with it too."""
     rc = 1
     try:
-        for fd in keep_closed:
+        for fd in close:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if new_session:
+            os.setsid()  # Ctrl-C in the terminal that owns the server must not reach the child
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
+        fds = list(std_fds())
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
+        for fd in set(fds) - {0, 1, 2}:
             os.close(fd)
         sys.stdin = open(0, buffering=1, closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.argv = [module.__name__, *argv]
-        rc = int(module.main(argv, inp=sys.stdin))
+        sys.argv = sys_argv
+        rc = main()
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else 1
     except BaseException:  # noqa: BLE001 - report and exit, never return into the server
@@ -191,7 +208,13 @@ def _accept(
     own += [fd for c in children.values() for fd in (c.pidfd, c.conn.fileno())]
     pid = os.fork()
     if pid == 0:
-        _run_child(module, argv, fds, own)
+        run_child(
+            PROCESS_NAME,
+            lambda: fds,
+            [module.__name__, *argv],
+            lambda: int(module.main(argv, inp=sys.stdin)),
+            close=own,
+        )
     for fd in fds:
         os.close(fd)
     pidfd = os.pidfd_open(pid)

@@ -19,7 +19,6 @@ then SIGKILL after :data:`STOP_GRACE_S`) and exits, so no switch outlives the fa
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import select
@@ -31,10 +30,10 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import IO, Any
 
+from host.forkserver import run_child
+
 STOP_GRACE_S = 2.0
 PROCESS_NAME = b"tf-switch"
-_PR_SET_NAME = 15
-_PR_SET_PDEATHSIG = 1
 # Modules tf-switch imports lazily while starting and while loading a pipeline.
 PRELOAD = (
     "switch.daemon",
@@ -65,39 +64,19 @@ def _preload() -> None:
 
 
 def _child(argv: list[str], log_path: str) -> None:
-    """In the forked child: become a tf-switch process and never return."""
-    rc = 1
-    try:
-        os.setsid()  # Ctrl-C in the terminal that owns the fabric must not reach the switches
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        os.close(null)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.argv = ["tf-switch", *argv]
+    """In the forked child: become a tf-switch process (its own session: Ctrl-C in the
+    terminal that owns the fabric must not reach the switches) and never return."""
+
+    def std_fds() -> list[int]:
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        return [os.open(os.devnull, os.O_RDONLY), log, log]
+
+    def main() -> int:
         from switch.daemon import main
 
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-    except BaseException:  # noqa: BLE001 - report and exit, never return into the server
-        import traceback
+        return main(argv)
 
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(rc)
+    run_child(PROCESS_NAME, std_fds, ["tf-switch", *argv], main, new_session=True)
 
 
 def serve(inp: IO[str], out: IO[str]) -> int:
