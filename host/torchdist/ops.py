@@ -168,24 +168,16 @@ class Call:
         total = len(data)
         for piece in range(max(1, math.ceil(total / PIECE_BYTES))):
             chunk = data[piece * PIECE_BYTES : (piece + 1) * PIECE_BYTES]
-            h = Header(
-                Kind.COLLECTIVE,
-                self.mesh.rank,
-                self.mesh.world,
-                seq=self.seq,
-                step=step,
-                piece=piece,
-                op=self.op,
-                dtype=dtype,
-                redop=self.redop,
-                total=total,
-            )
-            self.mesh.send(peer, h, chunk)
+            self.mesh.send(peer, self._header(step, piece, dtype, total), chunk)
 
     def send_piece(self, peer: int, step: int, piece: int, chunk: torch.Tensor, total: int) -> None:
         """One ``piece`` of step ``step``'s ``total`` bytes to ``peer`` (the pipelined ring:
         a piece goes on as soon as it is ready, not when the whole step is)."""
-        h = Header(
+        h = self._header(step, piece, DTYPES[chunk.dtype], total)
+        self.mesh.send(peer, h, as_bytes(chunk))
+
+    def _header(self, step: int, piece: int, dtype: int, total: int) -> Header:
+        return Header(
             Kind.COLLECTIVE,
             self.mesh.rank,
             self.mesh.world,
@@ -193,11 +185,10 @@ class Call:
             step=step,
             piece=piece,
             op=self.op,
-            dtype=DTYPES[chunk.dtype],
+            dtype=dtype,
             redop=self.redop,
             total=total,
         )
-        self.mesh.send(peer, h, as_bytes(chunk))
 
     def recv_piece(
         self, peer: int, step: int, piece: int, like: torch.Tensor, total: int
