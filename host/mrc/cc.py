@@ -72,11 +72,12 @@ class NsccWindow:
         if self.min_rtt == 0.0 or rtt_s < self.min_rtt:
             self.min_rtt = rtt_s
         delay = max(0.0, rtt_s - self.base_rtt)
+        above = delay >= self._target
         self.delay_samples += 1
-        self.above_target += delay >= self._target
+        self.above_target += above
         if self._roll_window(now, trigger=delay > self._qa_threshold):
             return
-        self._table[(ce, delay >= self._target)](self, now, acked_bytes, delay)
+        self._table[(ce, above)](self, now, acked_bytes, delay)
         self._clamp()
 
     def on_nack(self, now: float, nacked_bytes: int) -> None:
