@@ -157,26 +157,8 @@ class ForkServer:
         out_r, out_w = os.pipe()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.settimeout(SPAWN_TIMEOUT_S)
-            conn.connect(self.socket_path)
-            request = json.dumps({"argv": list(argv)}).encode()
-            socket.send_fds(conn, [request], [in_r, out_w, self._log.fileno()])
-            answer = b""
-            while not answer.endswith(b"\n"):
-                chunk = conn.recv(4096)
-                if not chunk:
-                    break
-                answer += chunk
-            doc = json.loads(answer) if answer else {}
-            if not isinstance(doc, dict) or not isinstance(doc.get("pid"), int):
-                why = doc.get("error") if isinstance(doc, dict) else None
-                raise ForkError(f"the fork server on {self.name} did not start an agent: {why}")
-        except (OSError, ValueError) as e:
-            conn.close()
-            os.close(in_w)
-            os.close(out_r)
-            raise ForkError(f"the fork server on {self.name}: {type(e).__name__}: {e}") from e
-        except ForkError:
+            pid = self._request(conn, argv, [in_r, out_w, self._log.fileno()])
+        except BaseException:
             conn.close()
             os.close(in_w)
             os.close(out_r)
@@ -186,7 +168,31 @@ class ForkServer:
             os.close(out_w)
         stdin = open(in_w, "w", buffering=1)  # noqa: SIM115 - owned by the ForkedProcess
         stdout = open(out_r)  # noqa: SIM115
-        return ForkedProcess(doc["pid"], conn, stdin, stdout)
+        return ForkedProcess(pid, conn, stdin, stdout)
+
+    def _request(self, conn: socket.socket, argv: Sequence[str], fds: list[int]) -> int:
+        """Ask for one agent over ``conn`` with ``fds``; its pid.
+
+        Raises:
+            ForkError: the server is gone, refused, or answered nonsense.
+        """
+        try:
+            conn.settimeout(SPAWN_TIMEOUT_S)
+            conn.connect(self.socket_path)
+            socket.send_fds(conn, [json.dumps({"argv": list(argv)}).encode()], fds)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            doc = json.loads(answer) if answer else {}
+        except (OSError, ValueError) as e:
+            raise ForkError(f"the fork server on {self.name}: {type(e).__name__}: {e}") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("pid"), int):
+            why = doc.get("error") if isinstance(doc, dict) else None
+            raise ForkError(f"the fork server on {self.name} did not start an agent: {why}")
+        return int(doc["pid"])
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Close its stdin (it stops its agents and exits); end it if it does not (idempotent)."""
