@@ -34,6 +34,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -76,6 +77,8 @@ when the members connect; the members are told at the origin, or once the hub sa
 run waits out the whole lead (2 s before: 80 s of a 39-run experiment)."""
 STOP_TIMEOUT_S = 120.0
 QUIT_TIMEOUT_S = 20.0
+REAP_TIMEOUT_S = 10.0
+"""How long a killed member's process may take to exit before its replacement runs anyway."""
 POLL_S = 0.05
 AGENT_MODULE = "host.decoupled_agent"
 LAUNCHES = ("fork", "exec")
@@ -294,6 +297,7 @@ class _Member:
     paused_since: float | None = None
     restart_wanted: bool = False
     killed: set[int] = field(default_factory=set)  # pids this driver SIGKILLed
+    dying: list[AgentProcess] = field(default_factory=list)  # killed, not yet reaped
     commanded: bool = False  # its agent was given the role
     ended: bool = False  # its role said "finished" (stopped or failed)
 
@@ -370,8 +374,32 @@ class _Job:
             m.down_since = now
             m.restart_wanted = False
             m.commanded = m.ended = False
-            m.agent = self.pool.replace(m.slot)
-            self.changed.set()
+            self._replace(m)
+
+    def _replace(self, m: _Member) -> None:
+        """The slot's next agent takes over from the one that ended or was killed; a thread
+        reaps the old one, since the replacement may run only once the old process has
+        let go of what it held (its UDP ports above all) (lock held)."""
+        old = m.agent
+        m.dying.append(old)
+        threading.Thread(
+            target=self._reap, args=(m, old), name=f"reap {old.name}", daemon=True
+        ).start()
+        m.agent = self.pool.replace(m.slot)
+        self.changed.set()
+
+    def _reap(self, m: _Member, old: AgentProcess) -> None:
+        try:
+            old.proc.wait(timeout=REAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with self.lock:
+                self.notes.append(
+                    f"{self.member_role} {m.rank}: its killed process {old.proc.pid} had not "
+                    f"exited after {REAP_TIMEOUT_S:.0f} s; its replacement runs anyway"
+                )
+        with self.lock:
+            m.dying.remove(old)
+            self._restart_if_due(m)
 
     def start(self, a: ChaosAction) -> None:
         with self.lock:
@@ -379,8 +407,19 @@ class _Job:
             if m is None or m.down_since is None or self.stopping:
                 return
             m.restart_wanted = True
-            if self.pool.is_ready(m.agent):
-                self._restart(m)
+            self._restart_if_due(m)
+
+    def _restart_if_due(self, m: _Member) -> None:
+        """Command the replacement once its restart time has come, it is ready and every
+        earlier process of its slot has been reaped (lock held)."""
+        if (
+            m.down_since is not None
+            and m.restart_wanted
+            and not m.dying
+            and not self.stopping
+            and self.pool.is_ready(m.agent)
+        ):
+            self._restart(m)
 
     def _restart(self, m: _Member) -> None:
         """Command the replacement (lock held)."""
@@ -441,8 +480,8 @@ class _Job:
         if kind == "ready":
             with self.lock:
                 for m in self.members:
-                    if m.agent is agent and m.down_since is not None and m.restart_wanted:
-                        self._restart(m)
+                    if m.agent is agent:
+                        self._restart_if_due(m)
             return
         if ev.get("run") not in (self.name, None):
             return  # a late event of an earlier job
@@ -482,10 +521,16 @@ class _Job:
                     m.down_since = self.now()
                     m.restart_wanted = True
                     m.commanded = m.ended = False
-                    m.agent = self.pool.replace(m.slot)
-                    if self.pool.is_ready(m.agent):
-                        self._restart(m)
-                    self.changed.set()
+                    self._replace(m)
+
+    def await_reaped(self) -> None:
+        """Until every killed process has been reaped (each reaper gives up after
+        :data:`REAP_TIMEOUT_S`)."""
+        while True:
+            with self.lock:
+                if not any(m.dying for m in self.members):
+                    return
+            time.sleep(POLL_S)
 
     def finish_intervals(self) -> None:
         now = self.now()
@@ -669,6 +714,7 @@ def run_job(
     )
     job.hub.answer(cmd="stop")
     _drive(job, job.handle, lambda: job.hub_done, stall_timeout_s)
+    job.await_reaped()  # the next job's members bind the same slots' ports
     _raise(job)
     where_dir = pool.out_dir / name
     records = read_records(*sorted(where_dir.glob("*.jsonl")))
