@@ -27,12 +27,15 @@ from collections.abc import Sequence
 from typing import IO
 
 from experiments.hosts import start_in_host
-from host.forkserver import DIR_PREFIX, SOCKET_NAME
+from host.forkserver import DIR_PREFIX, SOCKET_NAME, stale_dirs
 
 READY_TIMEOUT_S = 300.0
 """How long a fork server may take to import and prepare its module on a busy machine."""
 SPAWN_TIMEOUT_S = 30.0
 """How long a running fork server may take to answer a request for an agent."""
+STALE_AGE_S = 600.0
+"""A new fork server removes the folders of servers gone for good: without a listener and
+older than this (a server of another driver may still be starting in a younger one)."""
 
 
 class ForkError(RuntimeError):
@@ -113,6 +116,8 @@ class ForkServer:
 
     def __init__(self, name: str, host_pid: int, module: str, log: IO[bytes]) -> None:
         self.name = name
+        for stale in stale_dirs(min_age_s=STALE_AGE_S):  # a killed driver's
+            shutil.rmtree(stale, ignore_errors=True)
         self._dir = tempfile.mkdtemp(prefix=DIR_PREFIX)
         self.socket_path = os.path.join(self._dir, SOCKET_NAME)
         self._log = log

@@ -245,14 +245,22 @@ def _stop_children(children: dict[int, _Child]) -> None:
         _reap(c)
 
 
-def stale_dirs(tmp: str | None = None) -> list[str]:
+def stale_dirs(tmp: str | None = None, *, min_age_s: float = 0.0) -> list[str]:
     """Fork-server folders under ``tmp`` (the system's temporary folder) whose socket no
-    server listens on: left by a driver that was killed (a closed server removes its own)."""
+    server listens on: left by a driver that was killed (a closed server removes its own).
+    ``min_age_s`` leaves out folders younger than that (a server of another driver may be
+    starting in one)."""
     base = tmp or tempfile.gettempdir()
+    now = time.time()
     out = []
     for name in sorted(os.listdir(base)):
         path = os.path.join(base, name)
         if not name.startswith(DIR_PREFIX) or not os.path.isdir(path):
+            continue
+        try:
+            if now - os.stat(path).st_mtime < min_age_s:
+                continue
+        except OSError:
             continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             try:

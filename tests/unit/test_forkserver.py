@@ -110,3 +110,7 @@ def test_stale_dirs_are_the_folders_whose_server_is_gone(
     gone.mkdir()
     (tmp_path / "unrelated").mkdir()
     assert stale_dirs(str(tmp_path)) == [str(gone)]
+    assert stale_dirs(str(tmp_path), min_age_s=60) == []  # just made: may be starting
+    old = time.time() - 120
+    os.utime(gone, (old, old))
+    assert stale_dirs(str(tmp_path), min_age_s=60) == [str(gone)]
