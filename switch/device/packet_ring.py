@@ -27,6 +27,7 @@ Python is enough.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import socket
@@ -252,9 +253,11 @@ class PacketRings:
         """Ask the kernel to send every requested slot (one system call, never blocking).
 
         The kernel transmits them all before the call returns, so frames sent afterwards on
-        another socket of the same interface leave after them. If the kernel refuses (link
-        down, device gone), the requested slots are dropped so that they do not leave late;
-        returns how many were dropped.
+        another socket of the same interface leave after them. ``ENOBUFS`` (the device could
+        not take a frame now: a veth whose peer's NAPI ring is full) stops the kernel at that
+        frame, which it leaves requested: like ``EAGAIN``, the next kick sends from there. If
+        the kernel refuses otherwise (link down, device gone), the requested slots are dropped
+        so that they do not leave late; returns how many were dropped.
         """
         if not self.tx_pending:
             return 0
@@ -262,7 +265,9 @@ class PacketRings:
             self.sock.send(b"", socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0  # still requested: the next kick sends them
-        except OSError:
+        except OSError as e:
+            if e.errno == errno.ENOBUFS:
+                return 0
             self.tx_pending = 0
             return self._drop_requested()
         self.tx_pending = 0

@@ -19,6 +19,7 @@ typedef struct {
        cq, cq_n of them queued from cq_head; used while cq_on */
     uint8_t *cq; int cq_cap, cq_slot, cq_head, cq_n, cq_on, cq_max;
     uint64_t cq_enq, cq_deq;
+    int tx_busy;  /* the last kick got ENOBUFS: the device takes no frame now */
 } tf_port;
 typedef struct {
     int nq; double burst, catchup; int odd; uint64_t touched;
@@ -509,17 +510,23 @@ static int ring_drop_requested(tf_port *q) {
     return dropped;
 }
 
-/* send every requested slot (never blocks); as PacketRings.kick */
+/* send every requested slot (never blocks); as PacketRings.kick: ENOBUFS (the peer's queue
+   is full; the kernel left the frame it could not hand over requested) keeps them for the
+   next kick, like EAGAIN */
 static void ring_kick(tf_port *q) {
     if (!q->tx_pending) return;
     if (send(q->fd, NULL, 0, MSG_DONTWAIT) < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        if (errno == ENOBUFS) q->tx_busy = 1;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS)
+            return;
+        q->tx_busy = 0;
         q->tx_pending = 0;
         int d = ring_drop_requested(q);
         q->tx_errors += (uint64_t)d;
         q->tx_n -= d;
         return;
     }
+    q->tx_busy = 0;
     q->tx_pending = 0;
 }
 
@@ -544,7 +551,8 @@ static inline int ring_tx_free(tf_port *q) {
     return tst == 0 || tst == TPS_WRONG_FORMAT;
 }
 
-/* an egress output of n bytes in obuf into q's TX ring: 1 done (sent or counted malformed),
+/* an egress output of n bytes in obuf into q's TX ring: 1 done (sent, counted malformed, or
+   dropped: the ring is full and the device refuses frames, q->tx_busy),
    0 the ring is full (nothing written) */
 static int ring_put(tf_port *q, const u8 *obuf, int n) {
     if (n < 14 || (n > q->max_untagged
@@ -561,7 +569,12 @@ static int ring_put(tf_port *q, const u8 *obuf, int n) {
         tst = ring_status(ts);
     }
     if (tst == TPS_WRONG_FORMAT) q->tx_errors++;
-    else if (tst != 0) return 0;
+    else if (tst != 0 && q->tx_busy) {
+        /* full, and the device refuses frames (ENOBUFS): a full transmit queue drops here,
+           as a NIC's would, instead of a per-packet send from Python that would fail too */
+        q->tx_errors++;
+        return 1;
+    } else if (tst != 0) return 0;
     memcpy(ts + q->tx_data, obuf, (size_t)n);
     uint32_t n32 = (uint32_t)n;
     memcpy(ts + 4, &n32, 4);
