@@ -14,6 +14,12 @@ decides: above target is a decrease. A NACK (trimmed packet) takes its bytes off
 a queuing delay above ``qa_threshold_us`` or a retransmission timeout triggers *quick adapt*:
 the window drops to the bytes delivered during the last window. The window grows only
 while the connection uses it (``validated_fraction`` of it in flight).
+
+Two options for hosts whose RTT jitters without any queue (``noise_target_gain``,
+``qa_needs_ce``; ECN only, off by default): the switches' CE marks say where a queue is, so an
+unmarked sample is measured against a target of at least ``noise_target_gain`` times the mean
+deviation of unmarked RTTs, and a delay above the quick-adapt threshold cuts the window only
+when a packet of the same window was marked.
 """
 
 from __future__ import annotations
@@ -46,6 +52,14 @@ class NsccWindow:
         self.min_rtt = 0.0
         """The smallest RTT sample seen (whatever ``base_rtt`` is configured to)."""
         self._table = REACTIONS_ECN if cfg.ecn_enabled else REACTIONS_DELAY_ONLY
+        self._noise_gain = cfg.noise_target_gain if cfg.ecn_enabled else 0.0
+        self._qa_needs_ce = cfg.qa_needs_ce and cfg.ecn_enabled
+        self._ce_seen = False
+        self._srtt_unmarked = 0.0
+        self.rtt_dev = 0.0
+        """Mean deviation (s) of the unmarked RTT samples (with ``noise_target_gain``)."""
+        self.target = self._target
+        """The delay target (s) the last sample was measured against."""
 
     @property
     def window_bytes(self) -> int:
@@ -72,13 +86,28 @@ class NsccWindow:
         if self.min_rtt == 0.0 or rtt_s < self.min_rtt:
             self.min_rtt = rtt_s
         delay = max(0.0, rtt_s - self.base_rtt)
-        above = delay >= self._target
+        self.target = self._target
+        if self._noise_gain > 0.0 and not ce:
+            self.target = max(self._target, self._noise_gain * self._track_noise(rtt_s))
+        above = delay >= self.target
         self.delay_samples += 1
         self.above_target += above
-        if self._roll_window(now, trigger=delay > self._qa_threshold):
+        self._ce_seen = self._ce_seen or ce
+        trigger = delay > self._qa_threshold and (self._ce_seen or not self._qa_needs_ce)
+        if self._roll_window(now, trigger=trigger):
             return
         self._table[(ce, above)](self, now, acked_bytes, delay)
         self._clamp()
+
+    def _track_noise(self, rtt_s: float) -> float:
+        """Fold an unmarked RTT sample into the deviation estimate; return the deviation."""
+        if self._srtt_unmarked == 0.0:
+            self._srtt_unmarked = rtt_s
+            return self.rtt_dev
+        err = rtt_s - self._srtt_unmarked
+        self._srtt_unmarked += err / 8
+        self.rtt_dev += (abs(err) - self.rtt_dev) / 4
+        return self.rtt_dev
 
     def on_nack(self, now: float, nacked_bytes: int) -> None:
         if self.cfg.enabled:
@@ -94,7 +123,7 @@ class NsccWindow:
     def _proportional_increase(self, now: float, acked: int, delay: float) -> None:
         if not self._validated:
             return
-        headroom = (self._target - delay) / self._target if self._target > 0 else 0.0
+        headroom = (self.target - delay) / self.target if self.target > 0 else 0.0
         self.cwnd += self.cfg.proportional_gain * headroom * acked
         self._fair_increase(now, acked, delay)
 
@@ -120,6 +149,7 @@ class NsccWindow:
         if now < self._qa_window_end and not force:
             return False
         achieved, self._achieved = self._achieved, 0
+        self._ce_seen = False
         started = self._qa_window_end > 0.0
         self._qa_window_end = now + self.base_rtt + self._target
         if trigger and (started or force) and achieved < self.cwnd:

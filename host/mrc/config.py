@@ -62,6 +62,16 @@ class CcConfig:
     qa_threshold_us: float = 20_000.0
     """Quick adapt: above this queuing delay the window drops to what was delivered in the
     last window (at most once per base RTT + target)."""
+    noise_target_gain: float = 0.0
+    """ECN only: for samples that no switch marked, the delay target is at least this many
+    times the mean deviation of their RTTs (an RFC 6298-style estimator, per connection).
+    RTT that varies while no marking queue holds the packets is the hosts' jitter, not
+    queueing; a queue that stands still does not raise the deviation. CE-marked samples keep
+    ``target_qdelay_us``. 0: off (NSCC's fixed target)."""
+    qa_needs_ce: bool = False
+    """ECN only: a queuing delay above ``qa_threshold_us`` quick-adapts only if a packet of
+    the same measurement window was CE-marked (a queue that deep at a marking switch marks);
+    a retransmission timeout still quick-adapts and a NACK still takes its bytes off."""
 
 
 @dataclass(frozen=True)

@@ -122,3 +122,55 @@ def test_host_rtt_counts_as_base_rtt_not_as_queueing() -> None:
     assert s.min_rtt == pytest.approx(rtt)
     with pytest.raises(ValueError, match="host_rtt_ms"):
         emulated_fabric_config(20.0, host_rtt_ms=-1.0)
+
+
+def jittery(w: NsccWindow, n: int, t0: float, *, ce: bool = False) -> float:
+    """``n`` ACKs 1 ms apart whose RTTs alternate between base + 0.2 and base + 3 ms (the
+    mean 1.6 ms is above the 1 ms target); returns the time after the last."""
+    for i in range(n):
+        w.on_ack(t0 + i * 1e-3, 10_000, BASE + (0.0002 if i % 2 else 0.003), ce=ce)
+    return t0 + n * 1e-3
+
+
+def test_noise_target_grows_a_window_whose_unmarked_rtt_only_jitters() -> None:
+    fixed, tolerant = window(), window(noise_target_gain=3.0)
+    for w in (fixed, tolerant):
+        jittery(w, 200, 0.0)
+    # the jitter's mean deviation is ~1.4 ms: 3x that is above every sample
+    assert tolerant.rtt_dev == pytest.approx(0.0014, rel=0.2)
+    assert tolerant.target > 0.003
+    assert tolerant.above_target < 10 < fixed.above_target
+    assert tolerant.cwnd > fixed.cwnd > 100_000
+
+
+def test_noise_target_keeps_the_fixed_target_for_marked_samples_and_a_steady_queue() -> None:
+    w = window(noise_target_gain=3.0, gamma=0.5)
+    jittery(w, 100, 0.0)
+    w.on_ack(1.0, 1_000, BASE + 0.0015, ce=True)  # marked, above the configured target
+    assert w.decreases == 1 and w.target == pytest.approx(TARGET_US / 1e6)
+    steady = window(noise_target_gain=3.0)
+    for i in range(100):  # a standing queue: 2 ms, no deviation, no marks
+        steady.on_ack(i * 1e-3, 10_000, BASE + 0.002, ce=False)
+    assert steady.rtt_dev == 0.0 and steady.target == pytest.approx(TARGET_US / 1e6)
+    assert steady.above_target == 100
+
+
+def test_noise_target_is_off_without_ecn() -> None:
+    w = window(noise_target_gain=3.0, ecn_enabled=False)
+    jittery(w, 100, 0.0)
+    assert w.rtt_dev == 0.0 and w.decreases > 0
+
+
+def test_quick_adapt_on_delay_can_require_a_ce_mark_in_the_window() -> None:
+    plain, needs_ce = window(qa_threshold_us=5_000), window(qa_threshold_us=5_000, qa_needs_ce=True)
+    for w in (plain, needs_ce):
+        w.on_ack(0.0, 1_000, BASE, ce=False)  # opens the first measurement window
+        w.on_ack(0.01, 20_000, BASE + 0.02, ce=False)
+    assert plain.quick_adapts == 1 and needs_ce.quick_adapts == 0
+    needs_ce.on_ack(0.0105, 1_000, BASE + 0.0002, ce=True)  # marked, within the window
+    needs_ce.on_ack(0.05, 20_000, BASE + 0.02, ce=False)  # the window ends: cut
+    assert needs_ce.quick_adapts == 1 and needs_ce.cwnd == 21_000
+    needs_ce.on_ack(0.08, 20_000, BASE + 0.02, ce=False)  # next window unmarked: no cut
+    assert needs_ce.quick_adapts == 1
+    needs_ce.on_rto(0.09)  # a timeout still cuts
+    assert needs_ce.quick_adapts == 2
