@@ -54,6 +54,10 @@ HOST_RTT_ENV = "TAILFABRIC_HOST_RTT_MS"
 """Fabric only: the emulation's own RTT beyond its links (default :data:`HOST_RTT_MS`)."""
 QA_ENV = "TAILFABRIC_QA_MS"
 """Fabric only: MRC's quick-adapt threshold in ms of queueing delay (0: the emulated config's)."""
+NOISE_ENV = "TAILFABRIC_CC_NOISE"
+"""Fabric only: MRC's ``noise_target_gain`` (default :data:`NOISE_TARGET_GAIN`; 0: off)."""
+QA_CE_ENV = "TAILFABRIC_QA_CE"
+"""Fabric only: 1: quick adapt on delay only with a CE mark in the window; 0 (default): on delay."""
 PACING_ENV = "TAILFABRIC_PACING"
 """Fabric only: MRC's ``pacing_gain`` (0: no pacing)."""
 RING_PIECE_ENV = "TAILFABRIC_RING_PIECE_KIB"
@@ -67,6 +71,14 @@ windows took that RTT for queueing delay and stayed at 40-60 KB against a 100 KB
 bandwidth-delay product at 20 Mbit/s (p50 RTT 20-26 ms). With 10 ms the windows doubled and no
 switch dropped; with 20 ms the windows grew into the 64-packet queues (tail drops, each one
 resending what its EV had in flight)."""
+NOISE_TARGET_GAIN = 0.0
+"""MRC's delay target for unmarked samples, in mean deviations of their RTT (see
+:class:`~host.mrc.config.CcConfig`; 0: off). Off by default: on the fabric at 20 Mbit/s, 3
+(with ``qa_needs_ce``) halved the quick adapts and grew the ring's windows by 20-30 %, but
+the RTTs grew with them (p50 26-33 -> 25-43 ms) and the bus bandwidth did not (2 rounds each:
+0.80/0.82x gloo's at 1/4 MiB vs 0.84/0.91x off; at 10 Mbit/s 1.52/1.51x vs 1.46/1.52x): what
+looked like jitter there is queueing in the CPU-starved switches' and ranks' socket buffers,
+which no switch marks (the two cores are busy during the sweep)."""
 
 
 def _error(msg: str) -> dist.DistBackendError:
@@ -92,6 +104,10 @@ class MeshConfig:
     """Fabric only: MRC paces each connection at this multiple of ``cwnd / srtt``."""
     qa_threshold_ms: float = 0.0
     """Fabric only: quick adapt above this queueing delay (0: ``emulated_fabric_config``'s)."""
+    noise_target_gain: float = NOISE_TARGET_GAIN
+    """Fabric only: MRC's ``noise_target_gain`` (the switches mark ECN)."""
+    qa_needs_ce: bool = False
+    """Fabric only: MRC's ``qa_needs_ce`` (off by default: see :data:`NOISE_TARGET_GAIN`)."""
     ring_piece_bytes: int = 64 * 1024
     """The ring all-reduce passes segments on in pieces of this size."""
 
@@ -117,6 +133,12 @@ class MeshConfig:
                 cfg = replace(cfg, host_rtt_ms=float(e[HOST_RTT_ENV]))
             if QA_ENV in e:
                 cfg = replace(cfg, qa_threshold_ms=float(e[QA_ENV]))
+            if NOISE_ENV in e:
+                cfg = replace(cfg, noise_target_gain=float(e[NOISE_ENV]))
+            if QA_CE_ENV in e:
+                if e[QA_CE_ENV] not in ("0", "1"):
+                    raise ValueError
+                cfg = replace(cfg, qa_needs_ce=e[QA_CE_ENV] == "1")
             if PACING_ENV in e:
                 cfg = replace(cfg, pacing_gain=float(e[PACING_ENV]))
             if RING_PIECE_ENV in e:
@@ -124,13 +146,16 @@ class MeshConfig:
         except ValueError:
             raise ValueError(
                 f"{PEER_TIMEOUT_ENV} must be a number of seconds, {HOST_RTT_ENV} and {QA_ENV} "
-                f"numbers of milliseconds, {PACING_ENV} a number, {PLANES_ENV} and "
+                f"numbers of milliseconds, {PACING_ENV} and {NOISE_ENV} numbers, {QA_CE_ENV} 0 or 1, "
+                f"{PLANES_ENV} and "
                 f"{RING_PIECE_ENV} integers"
             ) from None
         if not cfg.peer_timeout_s > 0 or not 1 <= cfg.loopback_planes <= 8:
             raise ValueError(f"need {PEER_TIMEOUT_ENV} > 0 and {PLANES_ENV} in 1..8")
         if not 0 <= cfg.qa_threshold_ms <= 60_000:
             raise ValueError(f"need {QA_ENV} in 0..60000 (0: the default)")
+        if not 0 <= cfg.noise_target_gain <= 100:
+            raise ValueError(f"need {NOISE_ENV} in 0..100 (0: off)")
         if not 0 <= cfg.pacing_gain <= 100:
             raise ValueError(f"need {PACING_ENV} in 0..100 (0: no pacing)")
         if not 0 <= cfg.host_rtt_ms <= 1000 or not 1024 <= cfg.ring_piece_bytes <= PIECE_BYTES:
@@ -408,6 +433,14 @@ def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshCo
             )
             if cfg.qa_threshold_ms > 0:
                 mrc = replace(mrc, cc=replace(mrc.cc, qa_threshold_us=cfg.qa_threshold_ms * 1e3))
+            mrc = replace(
+                mrc,
+                cc=replace(
+                    mrc.cc,
+                    noise_target_gain=cfg.noise_target_gain,
+                    qa_needs_ce=cfg.qa_needs_ce,
+                ),
+            )
             mine: dict[str, object] = {"host": cfg.host, "ports": net.ports}
         else:
             net, mrc, mine = _loopback(cfg, rank)

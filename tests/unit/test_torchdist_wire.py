@@ -103,7 +103,9 @@ def test_random_payload_after_a_valid_header_decodes_when_lengths_agree(data: by
         ({"TAILFABRIC_RING_PIECE_KIB": "0"}, "1..4096"),
         ({"TAILFABRIC_RING_PIECE_KIB": "1.5"}, "integers"),
         ({"TAILFABRIC_QA_MS": "-1"}, "0..60000"),
-        ({"TAILFABRIC_PACING": "x"}, "TAILFABRIC_PACING a number"),
+        ({"TAILFABRIC_PACING": "x"}, "TAILFABRIC_PACING and TAILFABRIC_CC_NOISE numbers"),
+        ({"TAILFABRIC_CC_NOISE": "-1"}, "0..100"),
+        ({"TAILFABRIC_QA_CE": "yes"}, "TAILFABRIC_QA_CE 0 or 1"),
     ],
 )
 def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason: str) -> None:
@@ -118,3 +120,5 @@ def test_settings_from_the_environment() -> None:
     assert (cfg.host_rtt_ms, cfg.ring_piece_bytes) == (7.5, 16 * 1024)
     cfg = MeshConfig.from_env({"TAILFABRIC_QA_MS": "500", "TAILFABRIC_PACING": "2"})
     assert (cfg.qa_threshold_ms, cfg.pacing_gain) == (500.0, 2.0)
+    cfg = MeshConfig.from_env({"TAILFABRIC_CC_NOISE": "0", "TAILFABRIC_QA_CE": "0"})
+    assert (cfg.noise_target_gain, cfg.qa_needs_ce) == (0.0, False)
