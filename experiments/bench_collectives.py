@@ -15,10 +15,11 @@ the ranks with ``tf-run``'s launcher (:mod:`experiments.tf_run`), one per host:
   the median of its reps; the CSV gives the mean, sd, min and max over runs. Bus bandwidth is
   NCCL's: ``2 (n - 1) / n * bytes / latency``; ``ratio`` is tailfabric's over gloo's, per round
   (the two runs next to each other), then averaged.
-* **failover** (per rate, unless ``--no-failover``): a stream of ``--stream-kib`` all-reduces
-  for ``--stream-s`` seconds; the driver fails plane 0 (the plane gloo's TCP connections use:
-  the hosts' plane-0 addresses) through the controller ``--fail-after-s`` into the stream and
-  restores it ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the
+* **failover** (per rate, unless ``--no-failover``; ``--failover-runs`` times per backend, the
+  row gives the mean of each figure and the sd, min and max of ``extra_ms``): a stream of
+  ``--stream-kib`` all-reduces for ``--stream-s`` seconds; the driver fails plane 0 (the plane
+  gloo's TCP connections use: the hosts' plane-0 addresses) through the controller
+  ``--fail-after-s`` into the stream and restores it ``--down-s`` later. Recorded: every all-reduce's start and end on rank 0 (the
   machine's monotonic clock, shared by the hosts' namespaces), and :func:`stall_figures`: the
   longest all-reduce while the plane was down (``stall_ms``) and how much longer it took than
   the median before the failure (``extra_ms``). The stream's size defaults to one that takes
@@ -76,6 +77,9 @@ COLUMNS = (
     "ratio_max",
     "stall_ms",
     "extra_ms",
+    "extra_sd_ms",
+    "extra_min_ms",
+    "extra_max_ms",
     "normal_ms",
     "first_done_ms",
     "down_s",
@@ -92,7 +96,7 @@ RUN_COLUMNS = (
     "latency_max_ms",
     "busbw_mbps",
 )
-STREAM_COLUMNS = ("link_mbps", "backend", "index", "start_s", "end_s", "latency_ms")
+STREAM_COLUMNS = ("link_mbps", "backend", "run", "index", "start_s", "end_s", "latency_ms")
 
 
 def reps_for(size: int) -> int:
@@ -417,7 +421,10 @@ class Bench:
                 out[key] = [tx, ecn, td.tail, td.switch]
         return out
 
-    def failover(self, backend: str) -> tuple[dict[str, object], list[dict[str, object]]]:
+    def failover(
+        self, backend: str, run_no: int
+    ) -> tuple[dict[str, object], list[dict[str, object]]]:
+        """One failover run: its row (:func:`stall_figures`, or an error) and its stream."""
         from controller.errors import ControllerError
 
         a = self.args
@@ -457,6 +464,7 @@ class Bench:
             {
                 "link_mbps": self.link_mbps,
                 "backend": backend,
+                "run": run_no,
                 "index": i,
                 "start_s": round(s - t_fail, 6),
                 "end_s": round(e - t_fail, 6),
@@ -468,6 +476,10 @@ class Bench:
         row["runs"] = 1
         row["reps"] = len(times)
         return row, stream
+
+
+STALL_FIGURES = ("normal_ms", "stall_ms", "extra_ms", "first_done_ms")
+"""The figures of :func:`stall_figures`."""
 
 
 def stall_figures(times: Sequence[tuple[float, float]], down_s: float) -> dict[str, float]:
@@ -491,18 +503,34 @@ def stall_figures(times: Sequence[tuple[float, float]], down_s: float) -> dict[s
     }
 
 
+def failover_summary(per_run: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The failover row over several runs' :func:`stall_figures`: the mean of each figure,
+    and the sd, min and max of ``extra_ms`` (runs without a stall, NaN, are left out)."""
+    ok = [f for f in per_run if not math.isnan(f["extra_ms"])]
+    if not ok:
+        return {**(dict(per_run[0]) if per_run else {}), "runs": len(ok)}
+    out = {k: round(statistics.fmean(f[k] for f in ok), 3) for k in ok[0]}
+    extra = [f["extra_ms"] for f in ok]
+    out["extra_sd_ms"] = round(statistics.stdev(extra), 3) if len(extra) > 1 else math.nan
+    out["extra_min_ms"], out["extra_max_ms"] = min(extra), max(extra)
+    out["runs"] = len(ok)
+    return out
+
+
 def refresh_failover(rows: list[dict[str, str]], stream: Sequence[dict[str, str]]) -> None:
     """Recompute the failover rows' figures from the stream CSV (``--plot-only``)."""
     for r in rows:
         if r["kind"] != "failover" or not r.get("down_s"):
             continue
-        times = [
-            (float(x["start_s"]), float(x["end_s"]))
-            for x in stream
-            if x["backend"] == r["backend"] and float(x["link_mbps"]) == float(r["link_mbps"])
-        ]
-        if times:
-            figs = stall_figures(times, float(r["down_s"]))
+        runs: dict[str, list[tuple[float, float]]] = {}
+        for x in stream:
+            if x["backend"] == r["backend"] and float(x["link_mbps"]) == float(r["link_mbps"]):
+                runs.setdefault(x.get("run") or "0", []).append(
+                    (float(x["start_s"]), float(x["end_s"]))
+                )
+        if runs:
+            down = float(r["down_s"])
+            figs = failover_summary([stall_figures(t, down) for t in runs.values()])
             r.update({k: "" if math.isnan(v) else str(v) for k, v in figs.items()})
 
 
@@ -624,7 +652,9 @@ def plot(out: pathlib.Path) -> pathlib.Path:
         trace = [
             (float(r["end_s"]), float(r["latency_ms"]))
             for r in stream
-            if r["backend"] == backend and float(r["link_mbps"]) in shown
+            if r["backend"] == backend
+            and float(r["link_mbps"]) in shown
+            and (r.get("run") or "0") == "0"  # the first run of several
         ]
         if trace:
             ax3.plot([p[0] for p in trace], [p[1] for p in trace], ".-", label=backend)
@@ -723,10 +753,21 @@ def run(args: argparse.Namespace) -> int:
                             save()
                     if not args.no_failover:
                         for backend in args.backends:
-                            print(f"  plane {FAIL_PLANE} fails: {backend}", flush=True)
-                            row, stream = bench.failover(backend)
-                            failovers.append(row)
-                            streams.extend(stream)
+                            per_run: list[dict[str, float]] = []
+                            for n in range(args.failover_runs):
+                                print(
+                                    f"  plane {FAIL_PLANE} fails ({n + 1}/{args.failover_runs})"
+                                    f": {backend}",
+                                    flush=True,
+                                )
+                                row, stream = bench.failover(backend, n)
+                                streams.extend(stream)
+                                if row.get("error"):
+                                    failovers.append(row)
+                                elif stream:
+                                    per_run.append({k: float(str(row[k])) for k in STALL_FIGURES})
+                            if per_run:
+                                failovers.append({**row, **failover_summary(per_run)})
                             save()
                 finally:
                     bench.close()
@@ -769,10 +810,16 @@ def report(rows: Sequence[dict[str, str]]) -> None:
         )
     for r in rows:
         if r["kind"] == "failover":
+            spread = (
+                f", sd {r['extra_sd_ms'] or '-'}, {r['extra_min_ms']}-{r['extra_max_ms']}"
+                if r.get("extra_min_ms")
+                else ""
+            )
             print(
-                f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s: stalled "
-                f"all-reduce {r['stall_ms'] or '-'} ms ({r['extra_ms'] or '-'} ms over the "
-                f"normal {r['normal_ms'] or '-'} ms) {r['error']}"
+                f"failover {r['backend']} at {float(r['link_mbps']):g} Mbit/s, "
+                f"{r['runs'] or 0} run(s): stalled all-reduce {r['stall_ms'] or '-'} ms "
+                f"({r['extra_ms'] or '-'} ms over the normal {r['normal_ms'] or '-'} ms"
+                f"{spread}) {r['error']}"
             )
         elif r.get("error"):
             print(f"{r['kind']} {r['backend']} at {r['link_mbps']} Mbit/s: {r['error']}")
@@ -818,6 +865,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--stream-s", type=float, default=8.0)
     p.add_argument("--fail-after-s", type=float, default=2.0)
     p.add_argument("--down-s", type=float, default=4.0)
+    p.add_argument(
+        "--failover-runs",
+        type=int,
+        default=3,
+        help="failover runs per backend and rate (the row gives the mean, sd, min and max)",
+    )
     p.add_argument("--wait-s", type=float, default=0.0, help="wait for another fabric to go")
     p.add_argument("--plot-only", action="store_true", help="redraw the PNG from the CSVs")
     a = p.parse_args(argv)
@@ -836,8 +889,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--sizes-kib: positive sizes")
     if a.stream_kib < 0 or not 0 < a.fail_after_s < a.stream_s:
         p.error("need --stream-kib >= 0 and 0 < --fail-after-s < --stream-s")
-    if a.down_s <= 0 or a.rounds < 1 or not a.max_s > 0:
-        p.error("--down-s and --max-s must be positive and --rounds at least 1")
+    if a.down_s <= 0 or a.rounds < 1 or not a.max_s > 0 or a.failover_runs < 1:
+        p.error("--down-s and --max-s must be positive, --rounds and --failover-runs at least 1")
     return a
 
 

@@ -13,9 +13,11 @@ from experiments.bench_collectives import (
     RUN_COLUMNS,
     STREAM_COLUMNS,
     busbw_mbps,
+    failover_summary,
     parse_args,
     parse_rates,
     plot,
+    refresh_failover,
     sizes_for,
     stall_figures,
     stream_bytes,
@@ -118,3 +120,43 @@ def test_plot_is_drawn_from_the_csvs_alone(tmp_path: pathlib.Path) -> None:
     assert png.exists() and png.stat().st_size > 10_000
     ratios = [r["ratio"] for r in read_rows(out) if r["backend"] == "tailfabric" and r["ratio"]]
     assert ratios and all(float(x) == pytest.approx(2.0, rel=0.01) for x in ratios)
+
+
+def test_failover_runs_are_summarised_and_recomputed_per_run(tmp_path: pathlib.Path) -> None:
+    # three runs: the stalled all-reduce took 0.15, 0.25 and 0.35 s against a normal 0.05 s
+    stream = [
+        {
+            "link_mbps": 10.0,
+            "backend": "tailfabric",
+            "run": run,
+            "index": i,
+            "start_s": start,
+            "end_s": start + lat,
+            "latency_ms": lat * 1e3,
+        }
+        for run, stall in enumerate((0.15, 0.25, 0.35))
+        for i, (start, lat) in enumerate([(-0.2, 0.05), (-0.1, 0.05), (-0.01, stall), (1.0, 0.05)])
+    ]
+    per_run = [
+        stall_figures(
+            [(float(r["start_s"]), float(r["end_s"])) for r in stream if r["run"] == n], 4.0
+        )
+        for n in range(3)
+    ]
+    summary = failover_summary(per_run)
+    assert summary["runs"] == 3
+    assert summary["extra_ms"] == pytest.approx(200.0)
+    assert summary["extra_sd_ms"] == pytest.approx(100.0)
+    assert (summary["extra_min_ms"], summary["extra_max_ms"]) == pytest.approx((100.0, 300.0))
+    row = {"kind": "failover", "backend": "tailfabric", "link_mbps": "10.0", "down_s": "4.0"}
+    rows = [dict(row)]
+    refresh_failover(rows, [{k: str(v) for k, v in r.items()} for r in stream])
+    assert float(rows[0]["extra_ms"]) == pytest.approx(200.0)
+    assert float(rows[0]["extra_max_ms"]) == pytest.approx(300.0)
+    assert rows[0]["runs"] == "3"
+    # a run with nothing stalled (no all-reduce while the plane was down) is left out
+    nan_run = stall_figures([(-1.0, -0.5)], 4.0)
+    assert failover_summary([*per_run, nan_run])["runs"] == 3
+    assert failover_summary([nan_run])["runs"] == 0
+    with pytest.raises(SystemExit):
+        parse_args(["--failover-runs", "0"])
