@@ -31,7 +31,11 @@ physical reference; its forwarding runs in softirq context, so the CPU columns s
 network kind alike): in a physical network the load generator is another machine, here it
 shares the cores with the switches it overloads. ``--per-switch`` prints, for every step, each
 busy switch's CPU share and the packets its interfaces took in and sent out (the kernel's
-counters), and the UDP receive errors of the receiving hosts: where an overloaded fabric drops.
+counters), the UDP receive errors of the receiving hosts, the CPU of the hosts' NAPI threads and
+the switch ports' transmit drops: where an overloaded fabric drops. ``--host-napi`` chooses how
+the hosts' NICs receive (:data:`topologies.emulation.mnfabric.HOST_NAPI_MODES`; ``threaded``,
+the fabric's default: a real-time NAPI thread per NIC, so a last leaf no longer pays its
+receiving host's stack; ``off``: as before, inside the leaf's send).
 
 Results: ``--out`` (CSV, header row, units in the column names) and a plot next to it (PNG).
 Run it as root, under the fabric lock (the make target takes it).
@@ -185,6 +189,19 @@ def switch_snapshot(pids: dict[str, int]) -> dict[str, tuple[float, int, int]]:
     return snap
 
 
+def napi_threads() -> dict[str, int]:
+    """The kernel's threaded-NAPI threads (``napi/<nic>-<id>``) by name: the host NICs' receive
+    when the fabric runs with ``--host-napi threaded``."""
+    out = {}
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                comm = (d / "comm").read_text().strip()
+                if comm.startswith("napi/"):
+                    out[comm] = int(d.name)
+    return out
+
+
 def host_udp_drops(enter: list[str]) -> int:
     """UDP datagrams a host's kernel dropped on receive (its sockets' buffers full and other
     receive errors: ``Udp6InErrors`` + ``UdpInErrors`` of its namespace); -1 if unreadable."""
@@ -204,6 +221,17 @@ def host_udp_drops(enter: list[str]) -> int:
             total += sum(
                 int(v) for k, v in (line.split() for line in text.splitlines()) if k == key
             )
+    return total
+
+
+def tx_dropped(pids: dict[str, int]) -> int:
+    """Frames the switches' ports could not hand to their veth peer (``tx_dropped``: e.g. a
+    host NIC's full NAPI ring)."""
+    total = 0
+    for name in pids:
+        for dev in pathlib.Path("/sys/class/net").glob(f"{name}-eth*"):
+            with contextlib.suppress(OSError, ValueError):
+                total += int((dev / "statistics" / "tx_dropped").read_text())
     return total
 
 
@@ -295,6 +323,9 @@ def run_step(
                 raise BenchError(f"the receiver on {dst} did not start: {proc.stderr}")
         pids = list(net.switch_pids.values())
         snap0 = switch_snapshot(net.switch_pids) if per_switch else {}
+        napi = napi_threads() if per_switch else {}
+        napi0 = cpu_seconds(list(napi.values()))
+        txdrop0 = tx_dropped(net.switch_pids) if per_switch else 0
         dst_drops0 = {d: host_udp_drops(net.enter[d]) for d in receivers} if per_switch else {}
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
         per_flow = pps / len(flows)
@@ -326,6 +357,12 @@ def run_step(
                 n1 = host_udp_drops(net.enter[d])
                 if n0 >= 0 and n1 >= 0:
                     lines.append(f"    {d}: UDP receive errors (socket buffer full) {n1 - n0}")
+            if napi:
+                napi_cpu = (cpu_seconds(list(napi.values())) - napi0) / (t1 - t0)
+                lines.append(f"    host NICs' NAPI threads: cpu {napi_cpu:4.2f} cores")
+            lines.append(
+                f"    switch ports' transmit drops: {tx_dropped(net.switch_pids) - txdrop0}"
+            )
             print("\n".join(lines), flush=True)
         for proc in receivers.values():
             proc.terminate()
@@ -415,7 +452,9 @@ def _describe(row: Row) -> str:
 
 
 @contextlib.contextmanager
-def tf_network(spec: FabricSpec, target: str, results_dir: str) -> Iterator[Network]:
+def tf_network(
+    spec: FabricSpec, target: str, results_dir: str, host_napi: str = "threaded"
+) -> Iterator[Network]:
     """The emulated fabric of ``spec`` with P4 switches of ``target``, brought up and stopped."""
     from topologies.emulation.bringup import bring_up, busy_reason
     from topologies.emulation.fabricnet import FabricNetOptions
@@ -433,6 +472,7 @@ def tf_network(spec: FabricSpec, target: str, results_dir: str) -> Iterator[Netw
             queue_depth=spec.queue_depth,
         ),
         results_dir=results_dir,
+        host_napi=host_napi,
     )
     try:
         up = bring_up(build_fabric(spec), options)
@@ -562,6 +602,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print each busy switch's CPU share and packets in/out per step (where the fabric "
         "drops under overload)",
     )
+    ap.add_argument(
+        "--host-napi",
+        choices=("threaded", "gro", "off"),
+        default="threaded",
+        help="how the hosts' NICs receive (topologies.emulation.mnfabric.HOST_NAPI_MODES)",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("one", "all")]
@@ -589,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.kernel:
                 ctx = kernel_network(spec)
             else:
-                ctx = tf_network(spec, args.target, args.results)
+                ctx = tf_network(spec, args.target, args.results, args.host_napi)
             with ctx as net:
                 print(f"{net.kind} fabric up: {planes} planes", flush=True)
                 if args.idle > 0:

@@ -16,7 +16,10 @@ Mininet build runs inside the host's namespace. For NIC ``p`` of host ``h`` (``h
 * offloads off on every NIC (:attr:`HostConfig.ifnames`): a software switch on packet sockets
   must see finished checksums and MTU-sized frames. The script does not do this: the emulation
   turns them off with an ioctl from a thread inside the host's namespace
-  (:func:`topologies.emulation.mnfabric.configure_hosts`).
+  (:func:`topologies.emulation.mnfabric.configure_hosts`), and may turn receive GRO back on
+  (it gives a veth NAPI receive); with ``threaded_napi`` the script then sets each NIC's
+  ``/sys/class/net/<nic>/threaded`` to 1, so the host's receive stack runs in a kernel thread
+  of its own instead of inside the leaf switch's send.
 """
 
 from __future__ import annotations
@@ -119,10 +122,11 @@ def ip_batch(cfg: HostConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def shell_script(cfg: HostConfig) -> str:
+def shell_script(cfg: HostConfig, threaded_napi: bool = False) -> str:
     """A ``sh`` script that applies ``cfg`` inside the host's namespace (one ``ip`` process):
-    sysctls, then links, addresses, neighbours and routes. Offloads are not in it (see the
-    module docstring).
+    sysctls, then links, addresses, neighbours and routes; with ``threaded_napi``, threaded
+    NAPI on every NIC (``/sys`` there must be the namespace's own, as in a Mininet host).
+    Offloads are not in it (see the module docstring).
 
     Sysctls are written with shell redirections (no child process); a failing step stops the
     script with a non-zero status and the failing command on stderr.
@@ -130,4 +134,6 @@ def shell_script(cfg: HostConfig) -> str:
     lines = ["set -e"]
     lines += [f"echo {value} > /proc/sys/{key.replace('.', '/')}" for key, value in cfg.sysctls]
     lines += ["ip -batch - <<'EOF'", ip_batch(cfg).rstrip("\n"), "EOF"]
+    if threaded_napi:
+        lines += [f"echo 1 > /sys/class/net/{ifname}/threaded" for ifname in cfg.ifnames]
     return "\n".join(lines) + "\n"

@@ -158,6 +158,38 @@ def disable_offloads(ifname: str) -> list[str]:
             return _disable_legacy(sock, ifname)
 
 
+def enable_gro(ifname: str) -> bool:
+    """Turn GRO (``rx-gro``) on for ``ifname``; return whether it is now requested.
+
+    On a veth this is what gives the interface a NAPI context: frames its peer sends are queued
+    and received in a NAPI poll (batched, and in a kernel thread of its own once the interface's
+    ``threaded`` attribute is 1) instead of inside the sender's transmit call. For UDP without a
+    socket that asks for UDP GRO nothing is merged. Same namespace rule as
+    :func:`disable_offloads`.
+
+    Raises:
+        OSError: there is no interface ``ifname``, or the driver refused the change.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        socket.if_nametoindex(ifname)
+        names = feature_names(sock, ifname)
+        if "rx-gro" not in names:
+            return False
+        i = names.index("rx-gro")
+        words = (len(names) + 31) // 32
+        available = _get_features(sock, ifname, words)[i // 32][0]
+        bit = 1 << (i % 32)
+        if not available & bit:
+            return False
+        blocks = [(bit, bit) if w == i // 32 else (0, 0) for w in range(words)]
+        _ethtool_buf(
+            sock,
+            ifname,
+            struct.pack("II", _SFEATURES, words) + b"".join(struct.pack("II", *b) for b in blocks),
+        )
+        return bool(_get_features(sock, ifname, words)[i // 32][1] & bit)
+
+
 def _disable_legacy(sock: socket.socket, ifname: str) -> list[str]:
     changed: list[str] = []
     for feature in SWITCH_OFF:

@@ -67,6 +67,8 @@ class FabricNetOptions:
     build_dir: str = "build"
     ready_timeout_s: float = 30.0
     """How long every switch may take to serve gRPC."""
+    host_napi: str = "threaded"
+    """How host NICs receive (:data:`~topologies.emulation.mnfabric.HOST_NAPI_MODES`)."""
 
     @property
     def run_dir(self) -> Path:
@@ -293,7 +295,7 @@ class FabricNet:
             self._reserved = reserve_ports(min(grpc), max(grpc))
             for s in self.mf.switches:
                 s.start([])
-            configure_hosts(self.fabric, self.mf.hosts, str(self.run_dir / "hosts"))
+            configure_hosts(self.fabric, self.mf.hosts, str(self.run_dir / "hosts"), opts.host_napi)
             if self.launcher is not None:
                 pids = self.launcher.collect(len(self.mf.switches))
                 for s in self.mf.switches:

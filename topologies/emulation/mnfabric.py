@@ -38,7 +38,7 @@ from mininet.node import Host, Switch
 from mininet.link import Intf  # isort: skip
 
 from switch.device.netns import NetnsError, call_in_thread, join_netns, netns_of_pid
-from switch.device.offloads import disable_offloads
+from switch.device.offloads import disable_offloads, enable_gro
 from topologies import hostconf
 from topologies.emulation.cleanup import process_alive
 from topologies.emulation.swlaunch import SwitchLauncher, exec_switch
@@ -52,6 +52,14 @@ BMV2_CLI = "simple_switch_CLI"
 TARGETS = ("tf", "bmv2")
 LAUNCH_MODES = ("fork", "exec")
 ASSUMED_PACKET_BYTES = 1500  # BMv2's queue rate is in packets/s: link rate / full frames
+# How a host NIC (a veth) receives what its leaf sends. ``off``: inside the leaf's transmit
+# call (veth without NAPI), so the host's whole IPv6/UDP receive is charged to the leaf
+# switch's process. ``gro``: receive GRO on, which gives the veth a NAPI context: frames are
+# queued and received in batches from a softirq (still on the sender's CPU, mostly in its
+# context). ``threaded``: that NAPI poll runs in a kernel thread of its own (``napi/<nic>-N``)
+# at a real-time priority (:func:`prioritise_napi_threads`), before ordinary tasks, as a NIC's
+# interrupt-driven receive is on a real host; the leaf only queues the frame.
+HOST_NAPI_MODES = ("threaded", "gro", "off")
 
 
 class FabricNetError(RuntimeError):
@@ -421,11 +429,12 @@ def configure_switch_ports(fabric: Fabric) -> None:
         raise FabricNetError("configuring switch ports failed: " + "; ".join(errors))
 
 
-def disable_host_offloads(host: FabricHost, ifnames: Iterable[str]) -> None:
-    """Offloads off on ``ifnames`` inside ``host``'s namespace, from a thread that joins it.
+def disable_host_offloads(host: FabricHost, ifnames: Iterable[str], gro: bool = False) -> None:
+    """Offloads off on ``ifnames`` inside ``host``'s namespace, from a thread that joins it;
+    with ``gro``, receive GRO back on (a host NIC's NAPI receive, see :data:`HOST_NAPI_MODES`).
 
     Raises:
-        OSError: the namespace or an interface is missing.
+        OSError: the namespace or an interface is missing, or GRO could not be turned on.
         NetnsError: ``setns`` failed.
     """
     names = list(ifnames)
@@ -433,23 +442,33 @@ def disable_host_offloads(host: FabricHost, ifnames: Iterable[str]) -> None:
     def disable_all() -> None:
         for name in names:
             disable_offloads(name)
+            if gro and not enable_gro(name):
+                raise OSError(f"{name}: GRO cannot be turned on")
 
     netns = netns_of_pid(int(host.pid))
     call_in_thread(lambda: join_netns(netns), disable_all, f"offloads-{host.name}")
 
 
-def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str) -> None:
-    """Turn every host NIC's offloads off (:func:`disable_host_offloads`), then run every
-    host's :func:`topologies.hostconf.shell_script` in its namespace, in parallel.
+def configure_hosts(
+    fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str, host_napi: str = "threaded"
+) -> None:
+    """Turn every host NIC's offloads off (:func:`disable_host_offloads`; GRO back on unless
+    ``host_napi`` is ``off``), then run every host's :func:`topologies.hostconf.shell_script`
+    in its namespace, in parallel (threaded NAPI when ``host_napi`` is ``threaded``).
 
     Raises:
-        FabricNetError: a host could not be configured (every failure, one message).
+        FabricNetError: a host could not be configured (every failure, one message), or
+            ``host_napi`` is not one of :data:`HOST_NAPI_MODES`.
     """
+    if host_napi not in HOST_NAPI_MODES:
+        raise FabricNetError(
+            f"host NAPI mode {host_napi!r}: expected one of {', '.join(HOST_NAPI_MODES)}"
+        )
     configs = [(h, hostconf.host_config(fabric, h.name)) for h in hosts]
     errors = []
     for h, cfg in configs:
         try:
-            disable_host_offloads(h, cfg.ifnames)
+            disable_host_offloads(h, cfg.ifnames, gro=host_napi != "off")
         except (OSError, NetnsError) as e:
             errors.append(f"{h.name}: offloads: {e}")
     if errors:
@@ -457,7 +476,7 @@ def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str
     Path(script_dir).mkdir(parents=True, exist_ok=True)
     for h, cfg in configs:
         path = Path(script_dir) / f"{h.name}.sh"
-        path.write_text(hostconf.shell_script(cfg))
+        path.write_text(hostconf.shell_script(cfg, threaded_napi=host_napi == "threaded"))
         h.sendCmd(f"sh {path} 2>&1; echo tf-status=$?")
     for h, _cfg in configs:
         out = h.waitOutput()
@@ -466,6 +485,44 @@ def configure_hosts(fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str
             errors.append(f"{h.name}: {out.strip()}")
     if errors:
         raise FabricNetError("configuring hosts failed:\n" + "\n".join(errors))
+    if host_napi == "threaded":
+        nics = [name for _h, cfg in configs for name in cfg.ifnames]
+        missing = set(nics) - set(prioritise_napi_threads(nics))
+        if missing:
+            raise FabricNetError(
+                "configuring hosts failed: no NAPI thread for " + ", ".join(sorted(missing))
+            )
+
+
+NAPI_PRIORITY = 50  # SCHED_FIFO, as the kernel's threaded interrupt handlers get
+
+
+def prioritise_napi_threads(ifnames: Iterable[str]) -> list[str]:
+    """Give the threaded-NAPI kernel threads of ``ifnames`` (``napi/<ifname>-<id>``)
+    ``SCHED_FIFO`` priority :data:`NAPI_PRIORITY`; return the interfaces that have one.
+
+    A NIC's receive runs before ordinary tasks on a real host (interrupt, softirq). On the
+    default policy a host NIC's NAPI thread waits its turn among the busy switch processes
+    for milliseconds, and its 256-frame veth ring overflows at a fraction of the rate the
+    leaf sends. The real-time scheduler's throttling (``sched_rt_runtime_us``) still bounds it.
+
+    Raises:
+        OSError: a thread's policy could not be set.
+    """
+    wanted = {f"napi/{name}-": name for name in ifnames}
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm = (d / "comm").read_text().strip()
+        except OSError:
+            continue  # gone
+        for prefix, name in wanted.items():
+            if comm.startswith(prefix) or (len(comm) == 15 and prefix.startswith(comm)):
+                os.sched_setscheduler(int(d.name), os.SCHED_FIFO, os.sched_param(NAPI_PRIORITY))
+                found.append(name)
+    return found
 
 
 RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
