@@ -122,6 +122,11 @@ def ip_batch(cfg: HostConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def napi_threaded_path(ifname: str) -> str:
+    """The sysfs attribute that moves ``ifname``'s NAPI receive into a kernel thread."""
+    return f"/sys/class/net/{ifname}/threaded"
+
+
 def shell_script(cfg: HostConfig, threaded_napi: bool = False) -> str:
     """A ``sh`` script that applies ``cfg`` inside the host's namespace (one ``ip`` process):
     sysctls, then links, addresses, neighbours and routes; with ``threaded_napi``, threaded
@@ -135,5 +140,8 @@ def shell_script(cfg: HostConfig, threaded_napi: bool = False) -> str:
     lines += [f"echo {value} > /proc/sys/{key.replace('.', '/')}" for key, value in cfg.sysctls]
     lines += ["ip -batch - <<'EOF'", ip_batch(cfg).rstrip("\n"), "EOF"]
     if threaded_napi:
-        lines += [f"echo 1 > /sys/class/net/{ifname}/threaded" for ifname in cfg.ifnames]
+        lines += [  # absent before Linux 5.12: the emulation then says so
+            f"if [ -e {napi_threaded_path(ifname)} ]; then echo 1 > {napi_threaded_path(ifname)}; fi"
+            for ifname in cfg.ifnames
+        ]
     return "\n".join(lines) + "\n"

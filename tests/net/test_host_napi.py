@@ -143,9 +143,9 @@ def test_kick_keeps_frames_a_full_napi_ring_refuses(netkit: NetKit) -> None:
 def test_shell_script_threaded_napi_only_when_asked() -> None:
     cfg = HostConfig("h1", ("h1-eth0", "h1-eth1"), (), (), (), ())
     assert "threaded" not in shell_script(cfg)
-    lines = shell_script(cfg, threaded_napi=True).splitlines()
-    assert "echo 1 > /sys/class/net/h1-eth0/threaded" in lines
-    assert "echo 1 > /sys/class/net/h1-eth1/threaded" in lines
+    script = shell_script(cfg, threaded_napi=True)
+    assert "echo 1 > /sys/class/net/h1-eth0/threaded" in script
+    assert "echo 1 > /sys/class/net/h1-eth1/threaded" in script
 
 
 def test_configure_hosts_rejects_an_unknown_mode() -> None:

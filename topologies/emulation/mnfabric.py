@@ -490,7 +490,9 @@ def configure_hosts(
         missing = set(nics) - set(prioritise_napi_threads(nics))
         if missing:
             raise FabricNetError(
-                "configuring hosts failed: no NAPI thread for " + ", ".join(sorted(missing))
+                "configuring hosts failed: no NAPI thread for "
+                + ", ".join(sorted(missing))
+                + " (threaded NAPI needs Linux 5.12 or later; host_napi 'gro' or 'off' does not)"
             )
 
 
