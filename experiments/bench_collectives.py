@@ -754,6 +754,7 @@ def run(args: argparse.Namespace) -> int:
                     if not args.no_failover:
                         for backend in args.backends:
                             per_run: list[dict[str, float]] = []
+                            last_ok: dict[str, object] = {}
                             for n in range(args.failover_runs):
                                 print(
                                     f"  plane {FAIL_PLANE} fails ({n + 1}/{args.failover_runs})"
@@ -765,9 +766,10 @@ def run(args: argparse.Namespace) -> int:
                                 if row.get("error"):
                                     failovers.append(row)
                                 elif stream:
+                                    last_ok = row
                                     per_run.append({k: float(str(row[k])) for k in STALL_FIGURES})
                             if per_run:
-                                failovers.append({**row, **failover_summary(per_run)})
+                                failovers.append({**last_ok, **failover_summary(per_run)})
                             save()
                 finally:
                     bench.close()
