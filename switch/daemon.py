@@ -412,6 +412,8 @@ class SwitchDaemon:
             fast = RingFastPath(dev, ports)
             self.fast = fast
         frames: list[tuple[int, bytes]] = []
+        tm = dev.tm
+        wake_fd = wake.fileno()
         while not self.stopping.is_set():
             self.rounds += 1
             limit = BATCH
@@ -424,25 +426,34 @@ class SwitchDaemon:
                 limit = BATCH
                 frames = ports.recv_batch(BATCH)
                 got = len(frames)
+                if fast is not None:
+                    fast.invalidate()  # Python moved the rings' indices
             if frames and (pcaps or log_packets):
                 for port, data in frames:
                     if pcaps:
                         pcaps[(port, "in")].write(data)
                     if log_packets:
                         log.debug("port %d: received %d bytes", port, len(data))
-            with dev.lock:
-                if frames:
-                    dev.receive_batch(frames, on_error)
-                out = dev.service_queues(BATCH)
-                if out:
-                    kept = [(port, data) for port, data in out if port in attached]
-                    if len(kept) != len(out):
-                        for port, _data in out:
-                            if port not in attached:
-                                dev.drops.count(DropReason.NO_PORT, port)
-                    out = kept
+            out: list[tuple[int, bytes]] = []
+            # Nothing for Python's path (no frame, nothing queued or ready in Python): no
+            # second lock and no service_queues (a packet the control plane adds meanwhile
+            # also sets the wake-up, so the wait below does not sleep on it).
+            if frames or tm.backlog or dev._ready:
+                with dev.lock:
+                    if frames:
+                        dev.receive_batch(frames, on_error)
+                    out = dev.service_queues(BATCH)
+                    if out:
+                        kept = [(port, data) for port, data in out if port in attached]
+                        if len(kept) != len(out):
+                            for port, _data in out:
+                                if port not in attached:
+                                    dev.drops.count(DropReason.NO_PORT, port)
+                        out = kept
             if out:
                 ports.send_batch(out)
+                if fast is not None:
+                    fast.invalidate()
                 if pcaps or log_packets:
                     for port, data in out:
                         if pcaps:
@@ -454,7 +465,11 @@ class SwitchDaemon:
                 continue  # more are waiting, surely
             if got or out:
                 last_work = time.monotonic()
-            nxt = dev.next_departure_us()
+            nxt = (
+                dev.next_departure_us()
+                if tm.backlog or dev._ready or (fast is not None and fast.held_total)
+                else None
+            )
             # A queued packet may leave up to the burst allowance before its departure time:
             # wake up half of it early, so that a late wake-up (timer slack, a busy core)
             # does not cost the port its rate; each wake-up still sends half a burst.
@@ -468,22 +483,26 @@ class SwitchDaemon:
                 self.sleeps += 1
                 time.sleep(min(coalesce_s, wait_s))
                 continue
-            if any(p.rx_ready() for p in rings):
+            # (A round in C that drained the rings just looked at them: ``poll`` returns at
+            # once in the rare case that a frame came since.)
+            if not (fast is not None and fast.drained) and any(p.rx_ready() for p in rings):
                 continue
             self.polls += 1
             if wait_s >= FINE_WAIT_S:
                 ready = [
                     fd
                     for fd, ev in poller.poll(int(wait_s * 1000) - 1)
-                    if ev & (select.POLLERR | select.POLLHUP)
+                    if fd == wake_fd or ev & (select.POLLERR | select.POLLHUP)
                 ]
             else:
                 ready = select.select(select_fds, [], [], wait_s)[0]
             for fd in ready:
-                errored = port_by_fd.get(fd)
-                if errored is not None and not errored.rx_ready():
+                if fd == wake_fd:
+                    wake.clear()  # only when it fired: no read() per wake-up
+                    continue
+                errored = port_by_fd[fd]
+                if not errored.rx_ready():
                     errored.clear_error()  # a link went down: do not spin on it
-            wake.clear()
 
 
 def _fine_timer_slack() -> None:

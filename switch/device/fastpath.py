@@ -58,6 +58,49 @@ CQ_MAX_DEPTH = 4096  # deeper queues stay in the Python traffic manager
 _CQ_HEAD = struct.Struct("=4IQ")  # a C queue slot: length, payload offset, enq_qdepth, 0, enq_us
 
 
+# What _read_back reads of a tf_port, in this order.
+_READ_FIELDS = (
+    ("rx_idx", "i"),
+    ("tx_idx", "i"),
+    ("tx_pending", "i"),
+    ("next_free", "d"),
+    ("rx_n", "Q"),
+    ("out_n", "Q"),
+    ("enq_n", "Q"),
+    ("tx_malformed", "Q"),
+    ("tx_errors", "Q"),
+    ("tail_drops", "Q"),
+    ("tx_n", "q"),
+    ("cq_n", "i"),
+    ("cq_max", "i"),
+    ("cq_enq", "Q"),
+    ("cq_deq", "Q"),
+)
+_COUNTS_BYTES = 7 * 8  # rx_n .. tx_n: seven 64-bit counters, one after the other
+_COUNTS_ZERO = bytes(_COUNTS_BYTES)
+
+
+def _field_reader(ffi: Any, fields: tuple[tuple[str, str], ...]) -> Any:
+    """``unpack_from(buffer, offset)`` of a struct's ``fields`` (name, struct code), in the
+    order given: one format with the gaps between them skipped."""
+    offs = [(int(ffi.offsetof("tf_port", name)), code, i) for i, (name, code) in enumerate(fields)]
+    fmt = "="
+    pos = 0
+    order = []
+    for off, code, i in sorted(offs):
+        assert off >= pos, "fields overlap"
+        if off > pos:
+            fmt += f"{off - pos}x"
+        fmt += code
+        pos = off + struct.calcsize("=" + code)
+        order.append(i)
+    unpack = struct.Struct(fmt).unpack_from
+    if order == list(range(len(fields))):
+        return unpack
+    inverse = [order.index(i) for i in range(len(fields))]
+    return lambda buf, off: tuple(unpack(buf, off)[j] for j in inverse)
+
+
 class RingFastPath:
     """One switch's fast round (see the module); ``round`` returns -1 where it does not apply."""
 
@@ -76,11 +119,22 @@ class RingFastPath:
         self.dequeued = 0  # packets the C rounds took from the queues in C
         self._held: list[int] = [0] * len(self._order)  # per port: packets in its C queue
         self.held_total = 0
+        # ``tm.version`` when a round last found the C's copy of every port's queue state
+        # equal to Python's with nothing in Python's queues (-1: look again next round).
+        self._clean = -1
+        # The last round stopped only when the rings had no frame left (or at its limit), not
+        # at a frame or packet for Python: the loop need not look at the rings again.
+        self.drained = False
         device.native_queues = self
+
+    def invalidate(self) -> None:
+        """Python touched the rings or the queues: the next round compares them again."""
+        self._clean = -1
 
     def _bind(self, seen: V1Switch | None) -> None:
         if self.held_total:  # packets of the executor before: into the traffic manager
             self.release()
+        self._clean = -1
         self._seen = seen
         self._sw = None
         self._lib = None
@@ -135,6 +189,13 @@ class RingFastPath:
         self._cq_frame_off = int(lib.tf_cq_frame_offset())
         self._ffi, self._lib, self._handle = ffi, lib, handle
         self._ports, self._pmap, self._r = ports, pmap, r
+        # What a read-back needs of a port, in one unpack of the array's bytes (a cffi field
+        # read costs as much as a dozen unpacked fields).
+        self._pbuf = ffi.buffer(ports)
+        self._psize = ffi.sizeof("tf_port")
+        self._pread = _field_reader(ffi, _READ_FIELDS)
+        self._pcount = ffi.offsetof("tf_port", "rx_n")
+        assert ffi.offsetof("tf_port", "tx_n") + 8 - self._pcount == _COUNTS_BYTES
         # per port: (rx_idx, tx_idx, tx_pending, fast, rate_bps, rate_pps, next_free, qlen,
         # depth, cq_on) as the C has them (None: unknown, written before the next round)
         self._cache: list[tuple[int, int, int, bool, float, float, float, int, int, bool] | None]
@@ -189,6 +250,7 @@ class RingFastPath:
         self.held_total -= self._held[k]
         self._held[k] = 0
         self._cache[k] = None
+        self._clean = -1
 
     def _cq_alloc(self, k: int, depth: int) -> None:
         """Port ``k``'s queue in C for ``depth`` packets (it is empty)."""
@@ -201,32 +263,32 @@ class RingFastPath:
 
     def _read_back(self, k: int, now: int) -> None:
         """Port ``k``'s ring indices and counters from the C into the Python objects."""
-        c = self._ports[k]
+        base = k * self._psize
+        pbuf = self._pbuf
+        (rx_idx, tx_idx, tx_pending, next_free, rx_n, out_n, enq, tx_malformed, tx_errors, tail,
+         tx_n, cq_n, cq_max, cenq, cdeq) = self._pread(pbuf, base)  # fmt: skip
         port = self._order[k]
         rings = port._rings
         assert rings is not None
-        rings.rx_idx, rings.tx_idx, rings.tx_pending = c.rx_idx, c.tx_idx, c.tx_pending
+        rings.rx_idx, rings.tx_idx, rings.tx_pending = rx_idx, tx_idx, tx_pending
         dev = self.device
         tm = dev.tm
         pc = port.counters
-        pc.rx += c.rx_n
-        pc.tx += c.tx_n
-        if c.tx_malformed:
-            pc.malformed += c.tx_malformed
-            pc.tx_malformed += c.tx_malformed
-        rings.tx_errors += c.tx_errors
-        dev.counters.tx += c.out_n
-        tail = c.tail_drops
+        pc.rx += rx_n
+        pc.tx += tx_n
+        if tx_malformed:
+            pc.malformed += tx_malformed
+            pc.tx_malformed += tx_malformed
+        if tx_errors:
+            rings.tx_errors += tx_errors
+        dev.counters.tx += out_n
         if tail:  # a full queue (tm.enqueue's accounting)
             pq = tm.ports.get(port.number) or tm.port(port.number)
             pq.drops += tail
             pq.prio_drops[0] += tail
             dev.drops.count(DropReason.TAIL_DROP, port.number, 0, tail)
-            c.tail_drops = 0
             self._cache[k] = None  # its queue length in C moved
-        next_free = c.next_free
-        enq = c.enq_n
-        cenq, cdeq = c.cq_enq, c.cq_deq
+            self._clean = -1
         moved = enq or cdeq  # packets left: the rate's next departure moved
         if enq or cenq or cdeq:
             pq = tm.ports.get(port.number) or tm.port(port.number)
@@ -234,15 +296,17 @@ class RingFastPath:
             pq.dequeued += enq + cdeq
             if moved and (pq.rate_bps or pq.rate_pps):
                 pq.next_free_us = next_free
-            if c.cq_max > pq.max_depth_seen:
-                pq.max_depth_seen = c.cq_max
+            if cq_max > pq.max_depth_seen:
+                pq.max_depth_seen = cq_max
             if cenq or cdeq:
-                held = c.cq_n
-                self.held_total += held - self._held[k]
-                self._held[k] = held
+                self.held_total += cq_n - self._held[k]
+                self._held[k] = cq_n
                 self.dequeued += cdeq
+                c = self._ports[k]
                 c.cq_enq = c.cq_deq = 0
-        c.rx_n = c.out_n = c.enq_n = c.tx_n = c.tx_malformed = c.tx_errors = 0
+        # rx_n, out_n, enq_n, tx_malformed, tx_errors, tail_drops, tx_n: read, now zero
+        at = base + self._pcount
+        pbuf[at : at + _COUNTS_BYTES] = _COUNTS_ZERO
         cached = self._cache[k]
         if cached is not None:  # C and Python agree again on this port
             self._cache[k] = (
@@ -265,18 +329,30 @@ class RingFastPath:
             self._bind(dev.switch)
         sw = self._sw
         if sw is None or dev._ready or self.ports.closed:
+            self._clean = -1
+            self.drained = False
             return -1
         tm = dev.tm
+        if self._clean != tm.version or tm.backlog:
+            if not self._sync_ports():
+                self._clean = -1
+                return -1
+            self._clean = -1 if tm.backlog else tm.version
+        return self._round_c(sw, limit)
+
+    def _sync_ports(self) -> bool:
+        """Write what the C must know of each port (ring indices, rates, queue state) where
+        it changed; False where a port is closed (a Python round then)."""
+        tm = self.device.tm
         cports = self._ports
-        order = self._order
         cache = self._cache
         tm_ports = tm.ports
         one_queue = tm.nq == 1  # the C tail-drops for a full queue itself
         held = self._held
-        for k, port in enumerate(order):
+        for k, port in enumerate(self._order):
             rings = port._rings
             if port.closed or rings is None:
-                return -1
+                return False
             pq = tm_ports.get(port.number)
             if pq is None:  # a queue the traffic manager would make with the defaults
                 depth = tm.default_depth
@@ -320,7 +396,13 @@ class RingFastPath:
                 cache[k] = want
         r = self._r
         r.nq, r.burst, r.catchup = tm.nq, tm.burst_us, tm.catchup_us
+        return True
 
+    def _round_c(self, sw: NativeSwitch, limit: int) -> int:
+        dev = self.device
+        order = self._order
+        cports = self._ports
+        r = self._r
         perr = sw.before_ring_round()
         now = dev.now_us()
         pset = self.ports
@@ -370,12 +452,17 @@ class RingFastPath:
                 )
             dev._enqueue(jobs, now)
             self._cache = [None] * n  # the C marked their ports as queueing
-        if r.spill_kind == 2:  # the TX ring was full: after what it holds, on the plain socket
+            self._clean = -1
+        spill = r.spill_kind
+        if spill == 2:  # the TX ring was full: after what it holds, on the plain socket
             port = pset[r.spill_port]
             port.counters.tx += port._send_plain([bytes(self._ffi.buffer(r.spill, r.spill_len))])
-        if r.odd:  # the ring's slow path for that one frame, then the per-packet path
+        odd_port = r.odd
+        self.drained = not (nj or spill or odd_port)
+        if odd_port:  # the ring's slow path for that one frame, then the per-packet path
+            self._clean = -1  # Python moves the ring's index
             odd: list[tuple[int, bytes]] = []
-            order[r.odd - 1].read_into(odd, 1)
+            order[odd_port - 1].read_into(odd, 1)
             if odd:
                 dev.receive_batch(odd)
                 got += 1

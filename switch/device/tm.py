@@ -84,6 +84,10 @@ class TrafficManager:
         self.default_rate_bps = 0.0
         self.ports: dict[int, PortQueue] = {}
         self.backlog = 0  # packets in all queues
+        # Bumped by every change of a queue's depth, rate or schedule (``next_free_us``) and by
+        # every new port's queue: a caller that mirrors them elsewhere (the native data path)
+        # knows when to look again.
+        self.version = 0
         # Packets of a port waiting outside these queues (the native data path's queues in
         # C, :class:`switch.device.device.Device` sets it): part of the depth ``stats`` shows.
         self.held_at: Callable[[int], int] = lambda port: 0
@@ -99,6 +103,7 @@ class TrafficManager:
                 prio_drops=[0] * self.nq,
             )
             self.ports[port] = pq
+            self.version += 1
         return pq
 
     # -- configuration (simple_switch_CLI set_queue_depth / set_queue_rate) --------------
@@ -106,6 +111,7 @@ class TrafficManager:
     def set_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
         if depth < 0:
             raise ValueError("queue depth must not be negative")
+        self.version += 1
         if port is None:
             self.default_depth = depth
             for pq in self.ports.values():
@@ -124,6 +130,7 @@ class TrafficManager:
         pps, bps = (rate, 0.0) if unit == "pps" else (0.0, rate)
         if unit not in ("pps", "bps"):
             raise ValueError("rate unit must be 'pps' or 'bps'")
+        self.version += 1
         if port is None:
             self.default_rate_pps, self.default_rate_bps = pps, bps
             for pq in self.ports.values():
@@ -217,6 +224,7 @@ class TrafficManager:
                 # now and not before the packet came.
                 start = max(start, now_us - self.catchup_us, since_us)
         pq.next_free_us = start + cost
+        self.version += 1
 
     def next_departure_us(self) -> float | None:
         """Earliest time a queued packet may leave (None when all queues are empty)."""
