@@ -75,10 +75,11 @@ NOISE_TARGET_GAIN = 0.0
 """MRC's delay target for unmarked samples, in mean deviations of their RTT (see
 :class:`~host.mrc.config.CcConfig`; 0: off). Off by default: on the fabric at 20 Mbit/s, 3
 (with ``qa_needs_ce``) halved the quick adapts and grew the ring's windows by 20-30 %, but
-the RTTs grew with them (p50 26-33 -> 25-43 ms) and the bus bandwidth did not (2 rounds each:
-0.80/0.82x gloo's at 1/4 MiB vs 0.84/0.91x off; at 10 Mbit/s 1.52/1.51x vs 1.46/1.52x): what
-looked like jitter there is queueing in the CPU-starved switches' and ranks' socket buffers,
-which no switch marks (the two cores are busy during the sweep)."""
+the RTTs grew with them and the bus bandwidth ÷ gloo's at 1/4 MiB stayed within the run-to-run
+noise (2 rounds each, three pairs: 0.80/0.82, 1.00/0.99, 0.78/0.88 against 0.84/0.91,
+0.57/0.71, 0.83/0.88 off; at 10 Mbit/s 1.52/1.51 against 1.46/1.52): what looked like jitter
+there is mostly queueing in the CPU-starved switches' and ranks' socket buffers, which no
+switch marks (the two cores are busy during the sweep)."""
 
 
 def _error(msg: str) -> dist.DistBackendError:
