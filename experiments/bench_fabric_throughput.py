@@ -632,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument(
         "--host-napi",
-        choices=("threaded", "gro", "off"),
+        choices=("auto", "threaded", "gro", "off"),
         default="threaded",
         help="how the hosts' NICs receive (topologies.emulation.mnfabric.HOST_NAPI_MODES)",
     )

@@ -67,7 +67,7 @@ class FabricNetOptions:
     build_dir: str = "build"
     ready_timeout_s: float = 30.0
     """How long every switch may take to serve gRPC."""
-    host_napi: str = "threaded"
+    host_napi: str = "auto"
     """How host NICs receive (:data:`~topologies.emulation.mnfabric.HOST_NAPI_MODES`)."""
 
     @property

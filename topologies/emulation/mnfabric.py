@@ -20,6 +20,7 @@ port ``n`` of ``p0l0`` is ``p0l0-eth<n>`` (:func:`~topologies.model.port_ifname`
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -45,6 +46,8 @@ from topologies.emulation.swlaunch import SwitchLauncher, exec_switch
 from topologies.model import Fabric, port_ifname
 from topologies.model import Switch as SwitchModel
 
+log = logging.getLogger(__name__)
+
 IFNAMSIZ = 16
 CPU_PORT = 255
 BMV2_BINARY = "simple_switch_grpc"
@@ -58,8 +61,10 @@ ASSUMED_PACKET_BYTES = 1500  # BMv2's queue rate is in packets/s: link rate / fu
 # queued and received in batches from a softirq (still on the sender's CPU, mostly in its
 # context). ``threaded``: that NAPI poll runs in a kernel thread of its own (``napi/<nic>-N``)
 # at a real-time priority (:func:`prioritise_napi_threads`), before ordinary tasks, as a NIC's
-# interrupt-driven receive is on a real host; the leaf only queues the frame.
-HOST_NAPI_MODES = ("threaded", "gro", "off")
+# interrupt-driven receive is on a real host; the leaf only queues the frame. ``auto`` (the
+# default): ``threaded`` where the kernel gives the NICs NAPI threads, else ``gro`` with a
+# warning (an older kernel still runs every fabric).
+HOST_NAPI_MODES = ("auto", "threaded", "gro", "off")
 
 
 class FabricNetError(RuntimeError):
@@ -450,11 +455,12 @@ def disable_host_offloads(host: FabricHost, ifnames: Iterable[str], gro: bool = 
 
 
 def configure_hosts(
-    fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str, host_napi: str = "threaded"
+    fabric: Fabric, hosts: Iterable[FabricHost], script_dir: str, host_napi: str = "auto"
 ) -> None:
     """Turn every host NIC's offloads off (:func:`disable_host_offloads`; GRO back on unless
     ``host_napi`` is ``off``), then run every host's :func:`topologies.hostconf.shell_script`
-    in its namespace, in parallel (threaded NAPI when ``host_napi`` is ``threaded``).
+    in its namespace, in parallel (threaded NAPI when ``host_napi`` is ``threaded`` or
+    ``auto``; ``auto`` falls back to ``gro`` with a warning where the kernel gives no thread).
 
     Raises:
         FabricNetError: a host could not be configured (every failure, one message), or
@@ -476,7 +482,8 @@ def configure_hosts(
     Path(script_dir).mkdir(parents=True, exist_ok=True)
     for h, cfg in configs:
         path = Path(script_dir) / f"{h.name}.sh"
-        path.write_text(hostconf.shell_script(cfg, threaded_napi=host_napi == "threaded"))
+        threaded = host_napi in ("threaded", "auto")
+        path.write_text(hostconf.shell_script(cfg, threaded_napi=threaded))
         h.sendCmd(f"sh {path} 2>&1; echo tf-status=$?")
     for h, _cfg in configs:
         out = h.waitOutput()
@@ -485,10 +492,16 @@ def configure_hosts(
             errors.append(f"{h.name}: {out.strip()}")
     if errors:
         raise FabricNetError("configuring hosts failed:\n" + "\n".join(errors))
-    if host_napi == "threaded":
+    if host_napi in ("threaded", "auto"):
         nics = [name for _h, cfg in configs for name in cfg.ifnames]
         missing = set(nics) - set(prioritise_napi_threads(nics))
-        if missing:
+        if missing and host_napi == "auto":
+            log.warning(
+                "no threaded NAPI for %s (Linux 5.12 or later): those host NICs receive in "
+                "softirq (host_napi 'gro')",
+                ", ".join(sorted(missing)),
+            )
+        elif missing:
             raise FabricNetError(
                 "configuring hosts failed: no NAPI thread for "
                 + ", ".join(sorted(missing))
