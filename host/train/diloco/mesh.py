@@ -100,7 +100,9 @@ class Mailbox:
 
         Args:
             watch: other peers whose failure also ends the wait (a ring all-reduce cannot
-                finish once any member is gone, whoever it waits for).
+                finish once any member is gone, whoever it waits for), unless the peer said it
+                stopped in a later round than ``key``'s: it had finished this round, so it had
+                sent all of its part, and what is still awaited comes from peers that live.
         Raises:
             PeerFailed: its sender (or a watched peer) failed and the message is not here.
             PeerTimeout: it did not arrive in time.
@@ -109,7 +111,7 @@ class Mailbox:
         watched = (key.sender, *watch)
         with self._cv:
             while key not in self._items:
-                gone = next((p for p in watched if p in self._failed), None)
+                gone = next((p for p in watched if self._ends(p, key)), None)
                 if gone is not None:
                     raise self._failed[gone]
                 left = deadline - time.monotonic()
@@ -120,6 +122,13 @@ class Mailbox:
                     )
                 self._cv.wait(left)
             return self._items.pop(key)
+
+    def _ends(self, peer: int, key: Key) -> bool:
+        """``peer``'s failure ends a wait for ``key`` (lock held)."""
+        error = self._failed.get(peer)
+        if error is None:
+            return False
+        return peer == key.sender or not error.round > key.round
 
     def gather(self, keys: Sequence[Key], deadline: float) -> dict[int, Arrival]:
         """Remove and return, by sender, those of ``keys`` that arrive before ``deadline``
