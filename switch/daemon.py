@@ -412,7 +412,6 @@ class SwitchDaemon:
             fast = RingFastPath(dev, ports)
             self.fast = fast
         frames: list[tuple[int, bytes]] = []
-        tm = dev.tm
         wake_fd = wake.fileno()
         while not self.stopping.is_set():
             self.rounds += 1
@@ -438,7 +437,7 @@ class SwitchDaemon:
             # Nothing for Python's path (no frame, nothing queued or ready in Python): no
             # second lock and no service_queues (a packet the control plane adds meanwhile
             # also sets the wake-up, so the wait below does not sleep on it).
-            if frames or tm.backlog or dev._ready:
+            if frames or dev.python_work:
                 with dev.lock:
                     if frames:
                         dev.receive_batch(frames, on_error)
@@ -467,7 +466,7 @@ class SwitchDaemon:
                 last_work = time.monotonic()
             nxt = (
                 dev.next_departure_us()
-                if tm.backlog or dev._ready or (fast is not None and fast.held_total)
+                if dev.python_work or (fast is not None and fast.held_total)
                 else None
             )
             # A queued packet may leave up to the burst allowance before its departure time:

@@ -505,6 +505,12 @@ class Device:
             tuple(self.io_packets()) if self.io_packets is not None else (),
         )
 
+    @property
+    def python_work(self) -> bool:
+        """Packets wait in the Python path: queued in the traffic manager, or produced by
+        egress and not yet handed out (the loop skips :meth:`service_queues` otherwise)."""
+        return bool(self.tm.backlog or self._ready)
+
     def next_departure_us(self) -> float | None:
         """When the data path must run again to send something (None: nothing pending)."""
         if self._ready:
