@@ -45,6 +45,28 @@ def test_teardown_leaves_nothing(tmp_path: Path) -> None:
     assert not up.net.state_path.exists()
 
 
+def test_a_new_fabric_clears_the_links_a_killed_one_left(tmp_path: Path) -> None:
+    # a SIGKILLed runner leaves its switch-to-switch veths (both ends in the root namespace);
+    # the next fabric, holding the machine's fabric lock, knows them for a dead one's
+    subprocess.run(
+        ["ip", "link", "add", "p0l0-eth2", "type", "veth", "peer", "name", "p0s0-eth1"], check=True
+    )
+    try:
+        up = bring_up(
+            build_fabric(FabricSpec(planes=1, leaves=2, spines=1, hosts_per_leaf=1)),
+            _options(tmp_path),
+        )
+    finally:
+        subprocess.run(["ip", "link", "del", "p0l0-eth2"], capture_output=True)  # if still there
+    try:
+        assert up.verified
+        assert any("deleted 2 switch ports" in line for line in up.net.cleared), up.net.cleared
+    finally:
+        state = json.loads(up.net.state_path.read_text())
+        up.stop()
+    assert_nothing_left(state)
+
+
 def _tf_topo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "topologies.emulation.cli", *args],

@@ -35,7 +35,9 @@ lost its NICs (no wiring to prove it is ours) unless the state file names its sh
 Fabric switch shells have no namespace of their own and are known by name only: a Mininet
 shell in the root namespace whose node is named like a fabric switch (``p0l0``, not ``s1``).
 
-Only root can do most of this; each step reports what it removed.
+Only root can do most of this; each step reports what it removed. A new fabric does steps 3
+and 4 itself before it builds (:func:`clear_dead_fabric`, under the machine's fabric lock), so a
+killed fabric's links never stop the next one.
 """
 
 from __future__ import annotations
@@ -336,6 +338,31 @@ def delete_switch_ports(names: Iterable[str] | None = None) -> list[str]:
 
 def _shorten(items: Sequence[str], n: int = 8) -> str:
     return " ".join(items[:n]) + (" ..." if len(items) > n else "")
+
+
+def clear_dead_fabric() -> list[str]:
+    """Remove what a fabric whose process died left in the way of a new one; returns what was done.
+
+    Call it only holding the machine's fabric lock
+    (:class:`~topologies.emulation.fabricnet.FabricLock`): a fabric holds that lock until its
+    last interface is gone, so whatever fabric-named is still there belongs to one that is gone,
+    typically the switch-to-switch links of a SIGKILLed runner (both ends in the root namespace,
+    they outlive every process). Steps 3 and 4 of the module docstring: fabric host namespaces,
+    fabric switch shells, switch ports. Nothing that is only switch-like (a standalone
+    ``tf-switch``) is touched.
+    """
+    done: list[str] = []
+    hosts = fabric_host_namespaces()
+    if hosts:
+        killed = kill_namespaces({h.inode for h in hosts})
+        done.append(f"killed {len(killed)} processes in {len(hosts)} fabric host namespace(s)")
+    shells = kill_all(fabric_switch_shells())
+    if shells:
+        done.append(f"killed {len(shells)} fabric switch shells")
+    gone = delete_switch_ports()
+    if gone:
+        done.append(f"deleted {len(gone)} switch ports: {_shorten(gone)}")
+    return done
 
 
 def cleanup(

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from mininet.net import Mininet
 
 from switch.device.netns import netns_of_pid
 from topologies.emulation import probe
+from topologies.emulation.cleanup import clear_dead_fabric
 from topologies.emulation.mnfabric import (
     FabricNetError,
     MininetFabric,
@@ -245,6 +247,7 @@ class FabricNet:
         self.timings: dict[str, float] = {}
         self._started = False
         self._lock = FabricLock()
+        self.cleared: list[str] = []  # what a dead fabric had left, removed by start()
 
     # -- paths --------------------------------------------------------------------------
 
@@ -275,6 +278,9 @@ class FabricNet:
             raise FabricNetError("this fabric is already started")
         self._lock.acquire()
         self._started = True
+        self.cleared = clear_dead_fabric()
+        for line in self.cleared:
+            print(f"left by a fabric that is gone: {line}", file=sys.stderr)
         opts = self.options
         sw = opts.switch
         sw.validate()
