@@ -98,6 +98,28 @@ class EvConfig:
     rehash_on_rto: bool = True
     """HASHED only: move the connection to another EV after a retransmission timeout."""
     hash_seed: int = 0
+    share_verdicts: bool = True
+    """SPRAY only: a connection's path-timeout verdict (an EV silent while the connection's
+    other EVs deliver) takes the same (plane, spine) out of service on the endpoint's other
+    connections at once (:mod:`host.mrc.health`); NACKs, losses overtaken on their own EV,
+    whole-connection timeouts and silences of an EV that echoed ECN or a NACK lately (within
+    about ``penalty_half_life_ms``) stay with the connection that saw them."""
+    share_min_losses: int = 2
+    """A path timeout is shared only if at least this many packets on the silent EV were
+    overtaken (sent before the latest acknowledged one, none of them acknowledged)."""
+    share_hold_ms: float = 0.0
+    """How long a shared verdict stays current (for connections opened meanwhile and for
+    ``share_plane_after``); 0 = ``probe_timeout_ms``. A probe that comes back ends it."""
+    share_plane_after: int = 2
+    """Current verdicts on this many different spines of one plane (or a spine and the
+    plane's leaf-local path) take the whole plane out for every connection: what those paths
+    share is the local leaf. 0 = never."""
+
+    def __post_init__(self) -> None:
+        if self.share_hold_ms < 0 or self.share_plane_after < 0 or self.share_min_losses < 1:
+            raise ValueError(
+                "share_hold_ms and share_plane_after must not be negative, share_min_losses >= 1"
+            )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from host.mrc.cc import NsccWindow
 from host.mrc.config import MrcConfig
 from host.mrc.evs import EvPath, EvStats, EvTable
+from host.mrc.health import PathHealth
 from host.mrc.receiver import Receiver, Reply
 from host.mrc.recorder import Event, EventKind, EvSample, Recorder
 from host.mrc.sender import LossCause, Sender
@@ -99,6 +100,8 @@ class ConnectionCore:
     Args:
         evs: paths to the peer; EV ids must match the peer's (same (plane, spine) per id).
         recorder: where EV state changes, RTOs and errors go (None: nowhere).
+        health: the endpoint's shared path-health view (None: this connection's verdicts
+            stay its own).
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class ConnectionCore:
         evs: Sequence[Ev],
         now: float,
         recorder: Recorder | None = None,
+        health: PathHealth | None = None,
     ) -> None:
         self.cfg = cfg
         self.local_host = local_host
@@ -134,6 +138,24 @@ class ConnectionCore:
         self.failed: str | None = None
         self.drops: Counter[str] = Counter()
         self._tx: Transmit = _no_transmit
+        self.health = health
+        if health is not None and self.evs.shares:
+            me = id(self)
+            self.evs.on_verdict = lambda p, t: health.report(me, p.ev.plane, p.ev.spine, t)
+            self.evs.on_probe_ok = lambda p, t: health.clear(p.ev.plane, p.ev.spine)
+            health.subscribe(me, self.on_shared_verdict, now)
+
+    def on_shared_verdict(self, plane: int, spine: int, now: float) -> None:
+        """Another connection of the endpoint found (plane, spine) silent (see
+        :mod:`host.mrc.health`): stop sending there and resend what is in flight there."""
+        self._now = now
+        for ev_id in self.evs.on_shared(plane, spine, now):
+            self.sender.evacuate(ev_id, now)
+
+    def detach(self) -> None:
+        """Stop hearing the endpoint's shared verdicts (the connection is forgotten)."""
+        if self.health is not None:
+            self.health.unsubscribe(id(self))
 
     # -- input -------------------------------------------------------------------------------
 

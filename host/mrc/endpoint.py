@@ -42,6 +42,7 @@ from host.errors import (
 from host.mrc.config import MrcConfig
 from host.mrc.connection import ConnectionCore, ConnStats
 from host.mrc.evs import EvStats
+from host.mrc.health import PathHealth
 from host.mrc.receiver import PartialMessage, digest_of
 from host.mrc.recorder import Event, EventKind, Recorder
 from host.mrc.sender import SendOutcome
@@ -292,6 +293,8 @@ class Endpoint:
         self._sample_s = sample_interval_ms / 1e3
         self._next_sample = math.inf if self._sample_s <= 0 else 0.0
         self._cores: dict[_Key, ConnectionCore] = {}
+        self.health = PathHealth(self.config.ev)
+        """Path-timeout verdicts shared by this endpoint's connections (``share_verdicts``)."""
         self._conns: dict[_Key, Connection] = {}
         self._accept_q: deque[Connection] = deque()
         self._accept_cv = threading.Condition()
@@ -441,7 +444,12 @@ class Endpoint:
     def _forget(self, key: _Key) -> None:
         self._conns.pop(key, None)
         if not self._closed:
-            self._call(lambda: self._cores.pop(key, None))
+            self._call(lambda: self._drop_core(key))
+
+    def _drop_core(self, key: _Key) -> None:
+        core = self._cores.pop(key, None)
+        if core is not None:
+            core.detach()
 
     def _raise_if_closed(self) -> None:
         if self._closed or self._closing:
@@ -459,6 +467,7 @@ class Endpoint:
             evs=evs,
             now=now,
             recorder=self.recorder,
+            health=self.health,
         )
         self._cores[key] = core
         self.recorder.add(

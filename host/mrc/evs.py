@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from host.mrc.config import EvConfig, EvPolicy
+from host.mrc.health import covers
 from host.mrc.recorder import EventKind
 from host.paths import Ev
 
@@ -145,6 +146,7 @@ class EvPath:
 
 
 Notify = Callable[[EventKind, int, float, str], None]  # kind, ev id, value, detail
+PathHook = Callable[["EvPath", float], None]  # an EV, now
 
 
 class EvTable:
@@ -181,6 +183,12 @@ class EvTable:
         self._hash = zlib.crc32(hash_key + cfg.hash_seed.to_bytes(8, "big"))
         self._rehashes = 0
         self._probe_seq = 0
+        self.shares = self.behaviour.loss_marks_bad and cfg.share_verdicts
+        """Path-timeout verdicts go to, and come from, the endpoint's other connections."""
+        self.on_verdict: PathHook | None = None
+        """Called when a shareable loss took an EV out (the endpoint tells the others)."""
+        self.on_probe_ok: PathHook | None = None
+        """Called when a probe brought an EV back."""
 
     # -- choosing ------------------------------------------------------------------------
 
@@ -289,9 +297,10 @@ class EvTable:
             p.nacks += 1
             self._add_penalty(p, self.cfg.nack_penalty, now)
 
-    def on_loss(self, ev_id: int, now: float, why: str = "") -> bool:
+    def on_loss(self, ev_id: int, now: float, why: str = "", *, shareable: bool = False) -> bool:
         """A packet sent on ``ev_id`` was lost: ASSUMED_BAD at once, unless the floor forbids.
-        True when this loss took the EV out of service (it was GOOD)."""
+        True when this loss took the EV out of service (it was GOOD). ``shareable``: a path
+        timeout, which :attr:`on_verdict` passes on to the endpoint's other connections."""
         p = self.by_id.get(ev_id)
         if p is None:
             return False
@@ -302,8 +311,31 @@ class EvTable:
             self._add_penalty(p, self.cfg.loss_penalty, now)
             self._emit(EventKind.FLOOR, p.ev.ev_id, float(self.min_active), why)
             return False
+        # a path that signalled congestion lately (an ECN echo or a NACK within about a
+        # penalty half-life) may be silent because of its queue: that verdict stays here
+        congested = self.cfg.ecn_penalty > 0 and self._penalty(p, now) >= self.cfg.ecn_penalty / 2
         self._signal(p, EvSignal.LOSS, now, why)
+        if shareable and not congested and self.shares and self.on_verdict is not None:
+            self.on_verdict(p, now)
         return True
+
+    def on_shared(self, plane: int, spine: int, now: float) -> list[int]:
+        """Another connection of the endpoint found the path (plane, spine) silent (spine
+        :data:`~host.mrc.health.ANY_SPINE`: every path of the plane): its GOOD EVs there go
+        ASSUMED_BAD as on a loss of their own, while the floor allows. Returns the EV ids
+        taken out (their in-flight packets are the sender's to resend)."""
+        if not self.shares:
+            return []
+        out: list[int] = []
+        for p in self.paths:
+            if p.state is not EvState.GOOD or not covers(plane, spine, p.ev.plane, p.ev.spine):
+                continue
+            if len(self.usable()) - 1 < self.min_active:
+                self._emit(EventKind.FLOOR, p.ev.ev_id, float(self.min_active), "shared")
+                continue
+            self._signal(p, EvSignal.LOSS, now, "shared")
+            out.append(p.ev.ev_id)
+        return out
 
     def on_rto(self, now: float) -> None:
         if self.behaviour.rehash_on_rto and self.cfg.rehash_on_rto:
@@ -379,6 +411,8 @@ class EvTable:
         p.probes_ok += 1
         self.on_rtt(ev_id, rtt_s)
         self._signal(p, EvSignal.PROBE_OK, now, "probe")
+        if self.shares and self.on_probe_ok is not None:
+            self.on_probe_ok(p, now)
         return True
 
     def next_deadline(self) -> float:

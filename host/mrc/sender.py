@@ -387,23 +387,30 @@ class Sender:
         default = self.srtt or self.cfg.rto_initial_ms / 1e3
         reo_min = self.cfg.reorder_min_ms / 1e3
         ev_rack = self.ev_rack_seq
-        lost: list[SentPacket] = []
+        lost: list[tuple[SentPacket, bool]] = []  # (packet, its EV silent: a path timeout)
+        overtaken: dict[int, int] = {}  # per EV: packets in flight sent before rack_seq
         for p in self.flight.values():
             if p.xmit_seq > self.rack_seq:
                 break
+            overtaken[p.ev] = overtaken.get(p.ev, 0) + 1
             srtt, var = self.evs.expected_rtt(p.ev, default)
-            if ev_rack.get(p.ev, -1) > p.xmit_seq:
+            silent = ev_rack.get(p.ev, -1) <= p.xmit_seq
+            if not silent:
                 deadline = p.xmit + srtt + max(reo_min, srtt / 4, 2 * var)
             else:
                 # the packet that overtook this one took rack_rtt: when queues grow fast (a
                 # failed plane's load arriving), that is ahead of this EV's smoothed RTT
                 deadline = p.xmit + max(srtt, self.rack_rtt) + max(4 * var, srtt) + reo_min
             if now >= deadline:
-                lost.append(p)
+                lost.append((p, silent))
             elif deadline < self.rack_deadline:
                 self.rack_deadline = deadline
-        for p in lost:
-            self._declare_lost(p, now, LossCause.RACK)
+        # a path timeout is shared only when the silent EV owes several packets: one packet
+        # that a congested queue dropped is no verdict on the path for other connections
+        several = self.cfg.ev.share_min_losses
+        for p, silent in lost:
+            shared = silent and overtaken.get(p.ev, 0) >= several
+            self._declare_lost(p, now, LossCause.RACK, path_timeout=shared)
 
     def on_rto(self, now: float) -> None:
         """The retransmission timer expired: everything in flight for longer than the timeout
@@ -422,7 +429,12 @@ class Sender:
         self.cc.on_rto(now)
         self.send_blocked = False
 
-    def _declare_lost(self, p: SentPacket, now: float, cause: LossCause) -> None:
+    def _declare_lost(
+        self, p: SentPacket, now: float, cause: LossCause, *, path_timeout: bool = False
+    ) -> None:
+        """``path_timeout``: RACK found the packet's EV silent (nothing sent later on it was
+        acknowledged, several packets on it overtaken by others): a verdict the endpoint's
+        other connections may share."""
         if self.flight.pop(p.psn, None) is None:
             return
         self.inflight_bytes -= p.length
@@ -430,7 +442,7 @@ class Sender:
         evacuate = (
             cause is not LossCause.NACK
             and cause is not LossCause.EV_DOWN
-            and self.evs.on_loss(p.ev, now, cause.value)
+            and self.evs.on_loss(p.ev, now, cause.value, shareable=path_timeout)
         )
         self._notify(EventKind.LOSS, p.ev, float(p.psn), cause.value)
         self.send_blocked = False

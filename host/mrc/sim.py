@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from host.linkemu import LinkProfile
 from host.mrc.config import MrcConfig
 from host.mrc.connection import ConnectionCore
+from host.mrc.health import PathHealth
 from host.paths import Ev
 from host.wire import DATA_HEADER_BYTES, PacketType, WireError, decode
 
@@ -60,6 +61,9 @@ class CorePair:
     Args:
         profiles: per EV id impairments (others use ``default``), applied in both directions.
         tap: sees every datagram before the link; returns it (possibly rewritten) or None to drop.
+        health: side 0's endpoint-wide path-health view (shared with other pairs' side 0, it
+            plays one host with several connections).
+        conn_id: the connection's id (several pairs on one ``health`` need different ones).
     """
 
     def __init__(
@@ -71,13 +75,25 @@ class CorePair:
         profiles: dict[int, LinkProfile] | None = None,
         seed: int = 1,
         tap: Tap | None = None,
+        health: PathHealth | None = None,
+        conn_id: int = 7,
     ) -> None:
         cfgs = cfg if isinstance(cfg, tuple) else (cfg, cfg)
         self.evs = tuple(evs or sim_evs())
         self.now = 0.0
         self.cores = (
-            ConnectionCore(cfgs[0], local_host=0, peer_host=1, conn_id=7, evs=self.evs, now=0.0),
-            ConnectionCore(cfgs[1], local_host=1, peer_host=0, conn_id=7, evs=self.evs, now=0.0),
+            ConnectionCore(
+                cfgs[0],
+                local_host=0,
+                peer_host=1,
+                conn_id=conn_id,
+                evs=self.evs,
+                now=0.0,
+                health=health,
+            ),
+            ConnectionCore(
+                cfgs[1], local_host=1, peer_host=0, conn_id=conn_id, evs=self.evs, now=0.0
+            ),
         )
         self.default = default or LinkProfile(delay_ms=0.1)
         self.profiles = dict(profiles or {})
