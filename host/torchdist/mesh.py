@@ -58,6 +58,9 @@ NOISE_ENV = "TAILFABRIC_CC_NOISE"
 """Fabric only: MRC's ``noise_target_gain`` (default :data:`NOISE_TARGET_GAIN`; 0: off)."""
 QA_CE_ENV = "TAILFABRIC_QA_CE"
 """Fabric only: 1: quick adapt on delay only with a CE mark in the window; 0 (default): on delay."""
+SHARE_ENV = "TAILFABRIC_SHARE_VERDICTS"
+"""MRC's ``share_verdicts`` (1: on, the default; 0: off): one connection's path timeout takes
+that (plane, spine) out for the rank's other connections (:mod:`host.mrc.health`)."""
 PACING_ENV = "TAILFABRIC_PACING"
 """Fabric only: MRC's ``pacing_gain`` (0: no pacing)."""
 RING_PIECE_ENV = "TAILFABRIC_RING_PIECE_KIB"
@@ -109,6 +112,8 @@ class MeshConfig:
     """Fabric only: MRC's ``noise_target_gain`` (the switches mark ECN)."""
     qa_needs_ce: bool = False
     """Fabric only: MRC's ``qa_needs_ce`` (off by default: see :data:`NOISE_TARGET_GAIN`)."""
+    share_verdicts: bool = True
+    """MRC's ``share_verdicts`` (see :data:`SHARE_ENV`)."""
     ring_piece_bytes: int = 64 * 1024
     """The ring all-reduce passes segments on in pieces of this size."""
 
@@ -140,6 +145,10 @@ class MeshConfig:
                 if e[QA_CE_ENV] not in ("0", "1"):
                     raise ValueError
                 cfg = replace(cfg, qa_needs_ce=e[QA_CE_ENV] == "1")
+            if SHARE_ENV in e:
+                if e[SHARE_ENV] not in ("0", "1"):
+                    raise ValueError
+                cfg = replace(cfg, share_verdicts=e[SHARE_ENV] == "1")
             if PACING_ENV in e:
                 cfg = replace(cfg, pacing_gain=float(e[PACING_ENV]))
             if RING_PIECE_ENV in e:
@@ -148,6 +157,7 @@ class MeshConfig:
             raise ValueError(
                 f"{PEER_TIMEOUT_ENV} must be a number of seconds, {HOST_RTT_ENV} and {QA_ENV} "
                 f"numbers of milliseconds, {PACING_ENV} and {NOISE_ENV} numbers, {QA_CE_ENV} 0 or 1, "
+                f"{SHARE_ENV} 0 or 1, "
                 f"{PLANES_ENV} and "
                 f"{RING_PIECE_ENV} integers"
             ) from None
@@ -445,6 +455,7 @@ def open_mesh(store: Store, rank: int, world: int, timeout_s: float, cfg: MeshCo
             mine: dict[str, object] = {"host": cfg.host, "ports": net.ports}
         else:
             net, mrc, mine = _loopback(cfg, rank)
+        mrc = replace(mrc, ev=replace(mrc.ev, share_verdicts=cfg.share_verdicts))
     except (OSError, KeyError, TopologyError, TransportError) as e:
         raise _error(f"rank {rank}: cannot open the endpoint: {e}") from None
     ep: Endpoint | None = None
