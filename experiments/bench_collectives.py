@@ -251,6 +251,25 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int], trace: boo
     dist.destroy_process_group()
 
 
+def _dump_events(dist: Any, path: pathlib.Path) -> None:
+    """``--trace``: this rank's MRC events (EV state changes and why, RTOs, floor hits) with
+    the machine's monotonic time, one JSON object a line (where a failover's stall went)."""
+    from host.mrc.recorder import EventKind
+    from host.torchdist.backend import ProcessGroupTailfabric
+
+    pg = dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupTailfabric):
+        return
+    peers = {conn.conn_id: peer for peer, conn in pg.mesh.conns.items()}
+    kinds = (EventKind.EV_STATE, EventKind.RTO, EventKind.FLOOR, EventKind.ERROR)
+    with path.open("w") as f:
+        for e in pg.mesh.endpoint.recorder.events():
+            if e.kind in kinds:
+                row = {"t": e.t_s, "peer": peers.get(e.conn_id, -1), "kind": e.kind.value}
+                row.update(ev=e.ev, value=e.value, detail=e.detail)
+                f.write(json.dumps(row) + "\n")
+
+
 def _print_transport(dist: Any) -> None:
     """Each MRC connection's window, RTT, losses and per-plane packets (into the ranks' log:
     what held a sweep back)."""
@@ -303,6 +322,7 @@ def rank_stream(
             break
     if tracer is not None:
         tracer.close()
+        _dump_events(dist, out.parent / f"events_stream_{backend}_r{rank}.jsonl")
     if backend == "tailfabric":
         _print_transport(dist)
     if rank == 0:
@@ -449,6 +469,8 @@ class Bench:
             if started.exists():
                 time.sleep(a.fail_after_s)
                 t_fail = time.monotonic()
+                if a.trace:
+                    (self.work / f"t_fail_{backend}_run{run_no}").write_text(str(t_fail))
                 actions.fail_plane(FAIL_PLANE)
                 time.sleep(a.down_s)
                 actions.restore_plane(FAIL_PLANE)
@@ -456,6 +478,9 @@ class Bench:
             failed = f"the controller failed: {e}"
             launch.stop()
         err = self.finish(launch, "failover")
+        if a.trace:  # keep every run's
+            for f in [*self.work.glob("events_stream_*.jsonl"), *self.work.glob("trace_stream_*")]:
+                f.rename(f.with_name(f"run{run_no}_{f.name}"))
         if failed or err or not out.exists() or not started.exists():
             row["error"] = failed or err or "no result"
             return row, []
