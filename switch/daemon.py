@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
 from switch.native import NativeUnavailable, make_switch, native_reason
+from switch.native import loop as c_loop_reasons
 from switch.native import set_default_mode as set_native_mode
 from switch.pipeline.drops import DropReason
 from switch.pipeline.extern_modules import load_extern_modules
@@ -185,6 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
         "sleeping (for a switch pinned to its own core; default 0: never spin)",
     )
     ap.add_argument(
+        "--c-loop",
+        choices=("on", "off"),
+        default=os.environ.get("TF_C_LOOP", "on"),
+        help="with the native data path, wait and run rounds in C until Python has work "
+        "(switch.native.loop) instead of returning to the Python loop after every round "
+        "(default $TF_C_LOOP, else on; off: the Python loop, the reference)",
+    )
+    ap.add_argument(
         "--native",
         choices=("auto", "on", "off"),
         default=os.environ.get("TF_NATIVE", "auto"),
@@ -245,6 +254,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError("--coalesce-us must be 0..100000 and --busy-poll 0..10000000 (us)")
     if args.native not in ("auto", "on", "off"):
         raise UsageError(f"TF_NATIVE={args.native!r}: use auto, on or off")
+    if args.c_loop not in ("on", "off"):
+        raise UsageError(f"TF_C_LOOP={args.c_loop!r}: use on or off")
     if not 16 <= args.rx_ring_frames <= 1 << 16:
         raise UsageError("--rx-ring-frames must be 16..65536")
     if not 0 <= args.queue_burst_us <= 1_000_000:
@@ -409,16 +420,36 @@ class SwitchDaemon:
         if not (pcaps or log_packets or self.args.native == "off"):
             from switch.device.fastpath import RingFastPath
 
-            fast = RingFastPath(dev, ports)
+            fast = RingFastPath(dev, ports, c_loop=self.args.c_loop == "on")
             self.fast = fast
+            if fast.loop_error is not None:
+                log.warning("the switch loop stays in Python: %s", fast.loop_error)
+        c_loop = fast is not None and self.args.c_loop == "on" and fast.loop_error is None
+        idle_us = int(IDLE_WAIT_S * 1e6)
+        hold = dev.lock.quietly
         frames: list[tuple[int, bytes]] = []
         wake_fd = wake.fileno()
         while not self.stopping.is_set():
+            if c_loop and not dev.python_work:
+                # Rounds and waits in C until Python has work (switch.native.loop).
+                assert fast is not None
+                with hold():
+                    rounds = fast.rounds
+                    reason = fast.loop(idle_us, self.args.coalesce_us, self.args.busy_poll)
+                if reason >= 0:
+                    self.rounds += fast.rounds - rounds
+                    if reason == c_loop_reasons.WAKE:
+                        wake.clear()
+                    elif reason == c_loop_reasons.PORT_ERROR:
+                        errored = ports.ports[fast.loop_error_port]
+                        if not errored.rx_ready():
+                            errored.clear_error()  # a link went down: do not spin on it
+                    continue
             self.rounds += 1
             limit = BATCH
             got = -1
             if fast is not None:
-                with dev.lock:
+                with hold():
                     got = fast.round(FAST_BATCH)
                 limit = FAST_BATCH
             if got < 0:
@@ -438,7 +469,7 @@ class SwitchDaemon:
             # second lock and no service_queues (a packet the control plane adds meanwhile
             # also sets the wake-up, so the wait below does not sleep on it).
             if frames or dev.python_work:
-                with dev.lock:
+                with hold():
                     if frames:
                         dev.receive_batch(frames, on_error)
                     out = dev.service_queues(BATCH)

@@ -22,11 +22,12 @@ counts (ring overruns, send failures) come in through ``io_drops`` when they are
 
 from __future__ import annotations
 
+import array
 import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -125,10 +126,12 @@ class HeldQueues(Protocol):
 
 
 class Wakeup:
-    """Wakes the data-path loop from another thread (a PacketOut, a config change).
+    """Wakes the data-path loop from another thread (a PacketOut, a config change, a thread
+    that wants the device lock).
 
-    ``set()`` writes a byte to a pipe the loop polls; ``is_set()``/``wait()`` also make it usable
-    like a ``threading.Event`` where no loop polls it.
+    ``set()`` sets ``flag[0]`` (a C ``int`` the loop in C reads between its rounds) and writes
+    a byte to a pipe the loop polls; ``is_set()``/``wait()`` also make it usable like a
+    ``threading.Event`` where no loop polls it.
     """
 
     def __init__(self) -> None:
@@ -136,11 +139,13 @@ class Wakeup:
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
         self._event = threading.Event()
+        self.flag = array.array("i", [0])
 
     def fileno(self) -> int:
         return self._r
 
     def set(self) -> None:
+        self.flag[0] = 1
         self._event.set()
         try:
             os.write(self._w, b"x")
@@ -154,6 +159,7 @@ class Wakeup:
         return self._event.wait(timeout)
 
     def clear(self) -> None:
+        self.flag[0] = 0
         self._event.clear()
         try:
             while os.read(self._r, 4096):
@@ -167,6 +173,78 @@ class Wakeup:
                 os.close(fd)
             except OSError:
                 pass
+
+
+class DeviceLock:
+    """``Device.lock``: a re-entrant lock whose waiters wake the data path first.
+
+    The data path may hold the lock for long stretches while its loop waits and runs rounds in
+    C (:mod:`switch.native.loop`, GIL released). A thread that finds the lock taken sets the
+    device's wake-up (the loop in C returns, the data path lets go of the lock) and waits in a
+    turnstile that the data path passes too before it takes the lock again
+    (:meth:`quietly`), so the waiting thread gets the lock before the data path's next turn.
+    Uncontended, it costs a lock and a turnstile pass.
+    """
+
+    def __init__(self, wakeup: Wakeup) -> None:
+        self._lock = threading.Lock()
+        self._turn = threading.Lock()
+        self._wakeup = wakeup
+        self._owner: int | None = None
+        self._depth = 0
+        self.waits = 0  # times a thread had to wake the data path to get the lock
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Take the lock (again, in the thread holding it); waking the data path if taken.
+
+        With a ``timeout`` the wait may last up to twice that (turnstile, then the lock).
+        """
+        return self._acquire(blocking, timeout, True)
+
+    def _acquire(self, blocking: bool, timeout: float, wake: bool) -> bool:
+        me = threading.get_ident()
+        if self._owner == me:
+            self._depth += 1
+            return True
+        if not self._turn.acquire(blocking, timeout if blocking else -1):
+            return False
+        try:
+            if not self._lock.acquire(False):
+                if not blocking:
+                    return False
+                if wake:
+                    self.waits += 1
+                    self._wakeup.set()
+                if not self._lock.acquire(True, timeout):
+                    return False
+        finally:
+            self._turn.release()
+        self._owner = me
+        self._depth = 1
+        return True
+
+    def release(self) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError("cannot release un-acquired lock")
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+            self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self._acquire(True, -1, True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextlib.contextmanager
+    def quietly(self) -> Iterator[None]:
+        """Hold the lock without waking the data path (for the data path itself)."""
+        self._acquire(True, -1, False)
+        try:
+            yield
+        finally:
+            self.release()
 
 
 class Device:
@@ -191,7 +269,8 @@ class Device:
         # What runs a committed program: called like V1Switch(program, seed=, clock=, drops=)
         # (a native executor with the same interface can take its place).
         self.executor = executor
-        self.lock = threading.RLock()
+        self.wakeup = Wakeup()  # set when work arrives from the control plane
+        self.lock = DeviceLock(self.wakeup)
         self.pipeline: Pipeline | None = None
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE, waiting for COMMIT
         self.switch: V1Switch | None = None
@@ -214,7 +293,6 @@ class Device:
         self.on_digest: Callable[[], None] | None = None
         self._start_ns = time.monotonic_ns()
         self._clock = clock
-        self.wakeup = Wakeup()  # set when work arrives from the control plane
         self._ready: list[tuple[int, bytes]] = []  # frames egress produced, not yet handed out
         # Queues the native data path keeps in C: released into ``tm`` before the Python path
         # queues a packet (:meth:`receive`, :meth:`receive_batch`, :meth:`packet_out`), so

@@ -45,7 +45,10 @@ from typing import Any
 
 from switch.device.device import Device
 from switch.device.ports import PortSet
-from switch.native.executor import NativeSwitch
+from switch.native.build import BuildError
+from switch.native.executor import ST_DIGESTS, NativeSwitch
+from switch.native.loop import address
+from switch.native.loop import load as load_loop
 from switch.pipeline.drops import DropReason
 from switch.pipeline.v1model import V1Switch
 
@@ -55,6 +58,7 @@ SPILL_BYTES = 16384 + 4096
 JOB_BYTES = 16384  # a job's frame at most (TF_RING_MAX_FRAME)
 MAX_JOBS = 64  # packets for the traffic manager per round at most
 CQ_MAX_DEPTH = 4096  # deeper queues stay in the Python traffic manager
+LOOP_DROPS = 4096  # drops the loop in C logs before it returns to Python
 _CQ_HEAD = struct.Struct("=4IQ")  # a C queue slot: length, payload offset, enq_qdepth, 0, enq_us
 
 
@@ -104,7 +108,7 @@ def _field_reader(ffi: Any, fields: tuple[tuple[str, str], ...]) -> Any:
 class RingFastPath:
     """One switch's fast round (see the module); ``round`` returns -1 where it does not apply."""
 
-    def __init__(self, device: Device, ports: PortSet) -> None:
+    def __init__(self, device: Device, ports: PortSet, c_loop: bool = False) -> None:
         self.device = device
         self.ports = ports
         self._order = ports.ports
@@ -125,6 +129,20 @@ class RingFastPath:
         # The last round stopped only when the rings had no frame left (or at its limit), not
         # at a frame or packet for Python: the loop need not look at the rings again.
         self.drained = False
+        # The wait-and-round loop in C (``loop``), where asked for and it builds.
+        self._loop_mod: Any = None
+        self._loop: Any = None
+        self._loop_max_us = 0
+        self.loop_error: str | None = None  # why it is not there
+        self.loop_calls = 0  # calls of ``loop`` that ran the C loop
+        self.loop_sleeps = 0  # its coalescing sleeps
+        self.loop_polls = 0  # its waits in ppoll
+        self.loop_error_port = -1  # the port index whose socket reported an error
+        if c_loop:
+            try:
+                self._loop_mod = load_loop()
+            except BuildError as e:
+                self.loop_error = str(e)
         device.native_queues = self
 
     def invalidate(self) -> None:
@@ -138,6 +156,7 @@ class RingFastPath:
         self._seen = seen
         self._sw = None
         self._lib = None
+        self._loop = None
         if not self.usable or not isinstance(seen, NativeSwitch):
             return
         sw = self._sw = seen
@@ -200,6 +219,7 @@ class RingFastPath:
         # depth, cq_on) as the C has them (None: unknown, written before the next round)
         self._cache: list[tuple[int, int, int, bool, float, float, float, int, int, bool] | None]
         self._cache = [None] * n
+        self._bind_loop(sw)
 
     # -- the queues in C (Device.native_queues) ---------------------------------------------
 
@@ -400,37 +420,54 @@ class RingFastPath:
 
     def _round_c(self, sw: NativeSwitch, limit: int) -> int:
         dev = self.device
-        order = self._order
-        cports = self._ports
         r = self._r
         perr = sw.before_ring_round()
         now = dev.now_us()
         pset = self.ports
-        n = len(order)
+        n = len(self._order)
         start = pset._rr
         pset._rr = start + 1 if start + 1 < n else 0
         got = int(
             self._lib.tf_ring_round(
-                self._handle, cports, n, start, min(limit, MAX_LIMIT), now, self._pmap, PMAP_N, r
+                self._handle, self._ports, n, start, min(limit, MAX_LIMIT), now, self._pmap,
+                PMAP_N, r,
             )
-        )
+        )  # fmt: skip
         self.rounds += 1
+        nd = int(r.ndrop)
+        codes = self._ffi.unpack(r.drop_code, nd) if nd else []
+        ports = self._ffi.unpack(r.drop_port, nd) if nd else []
+        return self._finish(sw, got, int(r.touched), codes, ports, perr, now)
+
+    def _finish(
+        self,
+        sw: NativeSwitch,
+        got: int,
+        touched: int,
+        drop_codes: list[int],
+        drop_ports: list[int],
+        perr: int,
+        now: int,
+    ) -> int:
+        """What Python does after C rounds: read back the touched ports, count the drops and
+        the packets, then the last round's work for Python (jobs, a spilled output, an odd
+        frame) and digests. Returns the frames taken (the odd one included)."""
+        dev = self.device
+        order = self._order
+        n = len(order)
+        r = self._r
+        pset = self.ports
         self.frames += got
-        counters = dev.counters
-        touched = int(r.touched)
         k = 0
         while touched:
             if touched & 1:
                 self._read_back(k, now)
             touched >>= 1
             k += 1
-        counters.rx += got
-        nd = r.ndrop
-        if nd:
+        dev.counters.rx += got
+        if drop_codes:
             count = dev.drops.count
-            for i in range(nd):
-                code = r.drop_code[i]
-                dport = r.drop_port[i]
+            for code, dport in zip(drop_codes, drop_ports):
                 if code & 16:
                     reason = DropReason.PARSER_ERROR
                 elif code & 15 == 1:
@@ -438,7 +475,7 @@ class RingFastPath:
                 else:
                     reason = DropReason.EGRESS_DROP
                 count(reason, dport)
-        sw.after_ring_round(got, nd, perr)
+        sw.after_ring_round(got, len(drop_codes), perr)
         nj = r.nspill
         if nj:  # the traffic manager decides, in order: queue, CPU port, unknown port
             ss = sw.state_size
@@ -469,3 +506,88 @@ class RingFastPath:
         if sw.state.digests and dev.on_digest is not None:
             dev.on_digest()
         return got
+
+    # -- the wait-and-round loop in C (switch.native.loop) ----------------------------------
+
+    def _bind_loop(self, sw: NativeSwitch) -> None:
+        """The C loop's arguments for this executor (None where the loop cannot be built)."""
+        self._loop = None
+        if self._loop_mod is None:
+            return
+        lffi = self._loop_mod.ffi
+        ffi = self._ffi
+        dev = self.device
+        lp = lffi.new("tf_loop *")
+        wake = dev.wakeup
+        self._loop_keep = [
+            lffi.from_buffer(wake.flag),
+            lffi.new("int[]", LOOP_DROPS),
+            lffi.new("int[]", LOOP_DROPS),
+        ]
+        lp.wake_flag = lffi.cast("const int *", self._loop_keep[0])
+        lp.wake_fd = wake.fileno()
+        lp.drop_code, lp.drop_port = self._loop_keep[1], self._loop_keep[2]
+        lp.drop_cap = LOOP_DROPS
+        lp.start_ns = dev._start_ns
+        stats = address(ffi, sw._stats) + 8 * ST_DIGESTS
+        lp.digests = lffi.cast("const uint64_t *", stats)
+        self._loop_args = (
+            address(ffi, ffi.addressof(self._lib, "tf_ring_round")),
+            address(ffi, self._handle),
+            address(ffi, self._ports),
+            len(self._order),
+            address(ffi, self._pmap),
+            PMAP_N,
+            address(ffi, self._r),
+        )
+        # Idle-timeout tables note their hits when C returns: return at least every ms.
+        self._loop_max_us = (
+            1000 if any(t.spec.support_timeout for t in sw.state.tables.values()) else 0
+        )
+        self._loop = lp
+
+    def loop(self, wait_us: int, coalesce_us: int, busy_us: int) -> int:
+        """Rounds and waits in C (:mod:`switch.native.loop`) until Python has work or
+        ``wait_us`` has passed; the reason it returned (``switch.native.loop.REASONS``), or
+        -1: the loop does not apply now (run a Python round). Call with the device lock held,
+        from the data-path thread only."""
+        dev = self.device
+        if dev.switch is not self._seen:
+            self._bind(dev.switch)
+        sw = self._sw
+        lp = self._loop
+        tm = dev.tm
+        if sw is None or lp is None or dev._ready or tm.backlog or self.ports.closed:
+            return -1
+        if dev._clock is not None:  # a clock of the caller's: C cannot read it
+            return -1
+        if self._clean != tm.version:
+            if not self._sync_ports():
+                self._clean = -1
+                return -1
+            self._clean = tm.version
+        perr = sw.before_ring_round()
+        pset = self.ports
+        now = dev.now_us()
+        if self._loop_max_us:
+            wait_us = min(wait_us, self._loop_max_us)
+        lp.deadline_us = now + wait_us
+        lp.start = pset._rr
+        lp.limit = MAX_LIMIT
+        lp.coalesce_us, lp.busy_us = coalesce_us, busy_us
+        lp.early_us = tm.burst_us / 2
+        reason = int(self._loop_mod.lib.tf_loop_run(*self._loop_args, lp))
+        pset._rr = lp.start
+        self.loop_error_port = int(lp.err_port)
+        rounds = int(lp.rounds)
+        self.loop_calls += 1
+        self.loop_sleeps += int(lp.sleeps)
+        self.loop_polls += int(lp.polls)
+        if rounds:
+            self.rounds += rounds
+            nd = int(lp.ndrop)
+            lffi = self._loop_mod.ffi
+            codes = lffi.unpack(lp.drop_code, nd) if nd else []
+            ports = lffi.unpack(lp.drop_port, nd) if nd else []
+            self._finish(sw, int(lp.got), int(lp.touched), codes, ports, perr, int(lp.now))
+        return reason
