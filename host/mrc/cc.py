@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from host.mrc.config import CcConfig
+from host.mrc.rtt import RttEstimator
 
 Reaction = Callable[["NsccWindow", float, int, float], None]  # self, now, acked bytes, delay
 
@@ -55,11 +56,14 @@ class NsccWindow:
         self._noise_gain = cfg.noise_target_gain if cfg.ecn_enabled else 0.0
         self._qa_needs_ce = cfg.qa_needs_ce and cfg.ecn_enabled
         self._ce_seen = False
-        self._srtt_unmarked = 0.0
-        self.rtt_dev = 0.0
-        """Mean deviation (s) of the unmarked RTT samples (with ``noise_target_gain``)."""
+        self._unmarked = RttEstimator(first_var=0.0)
         self.target = self._target
         """The delay target (s) the last sample was measured against."""
+
+    @property
+    def rtt_dev(self) -> float:
+        """Mean deviation (s) of the unmarked RTT samples (with ``noise_target_gain``)."""
+        return self._unmarked.rttvar
 
     @property
     def window_bytes(self) -> int:
@@ -101,13 +105,8 @@ class NsccWindow:
 
     def _track_noise(self, rtt_s: float) -> float:
         """Fold an unmarked RTT sample into the deviation estimate; return the deviation."""
-        if self._srtt_unmarked == 0.0:
-            self._srtt_unmarked = rtt_s
-            return self.rtt_dev
-        err = rtt_s - self._srtt_unmarked
-        self._srtt_unmarked += err / 8
-        self.rtt_dev += (abs(err) - self.rtt_dev) / 4
-        return self.rtt_dev
+        self._unmarked.update_rtt(rtt_s)
+        return self._unmarked.rttvar
 
     def on_nack(self, now: float, nacked_bytes: int) -> None:
         if self.cfg.enabled:

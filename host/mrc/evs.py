@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from host.mrc.config import EvConfig, EvPolicy
 from host.mrc.health import covers
 from host.mrc.recorder import EventKind
+from host.mrc.rtt import RttEstimator
 from host.paths import Ev
-
-RTT_GAIN = 1 / 8
-RTTVAR_GAIN = 1 / 4
 
 
 class EvState(enum.Enum):
@@ -97,16 +95,14 @@ class EvStats:
     state_changes: int
 
 
-class EvPath:
-    """Mutable per-EV state (owned by the I/O thread)."""
+class EvPath(RttEstimator):
+    """Mutable per-EV state (owned by the I/O thread); ``srtt`` and ``rttvar`` are the EV's."""
 
     __slots__ = (
         "ev",
         "state",
         "penalty",
         "penalty_t",
-        "srtt",
-        "rttvar",
         "min_rtt",
         "packets_sent",
         "bytes_sent",
@@ -128,12 +124,11 @@ class EvPath:
     )
 
     def __init__(self, ev: Ev) -> None:
+        super().__init__()
         self.ev = ev
         self.state = EvState.GOOD
         self.penalty = 0.0
         self.penalty_t = 0.0
-        self.srtt = 0.0  # seconds; 0 = no sample yet
-        self.rttvar = 0.0
         self.min_rtt = math.inf
         self.packets_sent = self.bytes_sent = self.retransmits_sent = 0
         self.packets_acked = self.bytes_acked = self.losses = self.nacks = self.ecn_marks = 0
@@ -277,11 +272,7 @@ class EvTable:
         p = self.by_id.get(ev_id)
         if p is None:
             return
-        if p.srtt == 0.0:
-            p.srtt, p.rttvar = rtt_s, rtt_s / 2
-        else:
-            p.rttvar += RTTVAR_GAIN * (abs(p.srtt - rtt_s) - p.rttvar)
-            p.srtt += RTT_GAIN * (rtt_s - p.srtt)
+        p.update_rtt(rtt_s)
         p.min_rtt = min(p.min_rtt, rtt_s)
         self._dirty = True
 

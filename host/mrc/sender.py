@@ -31,6 +31,7 @@ from host.mrc.cc import NsccWindow
 from host.mrc.config import MrcConfig
 from host.mrc.evs import EvTable
 from host.mrc.recorder import EventKind
+from host.mrc.rtt import RttEstimator
 from host.wire import NO_EV, AckPacket, Flag, PacketType, packet_count, payload_length
 
 Notify = Callable[[EventKind, int, float, str], None]
@@ -162,8 +163,7 @@ class Sender:
         self.rack_rtt = 0.0  # the RTT of that transmission (RACK's rack.rtt)
         self.xmit_count = 0
         self.rack_deadline = math.inf
-        self.srtt = 0.0
-        self.rttvar = 0.0
+        self.rtt = RttEstimator()  # the connection's, for the retransmission timeout
         self.rto_base = cfg.rto_initial_ms / 1e3
         self.backoff = 0
         self.last_progress = now
@@ -355,16 +355,18 @@ class Sender:
         self.cc.on_nack(now, p.length)
 
     def _update_rto(self, rtt: float) -> None:
-        if self.srtt == 0.0:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar += 0.25 * (abs(self.srtt - rtt) - self.rttvar)
-            self.srtt += 0.125 * (rtt - self.srtt)
+        est = self.rtt
+        est.update_rtt(rtt)
         self.rto_base = min(
-            max(self.cfg.rto_min_ms / 1e3, self.srtt + 4 * self.rttvar), self.cfg.rto_max_ms / 1e3
+            max(self.cfg.rto_min_ms / 1e3, est.srtt + 4 * est.rttvar), self.cfg.rto_max_ms / 1e3
         )
 
     # -- loss detection ----------------------------------------------------------------------
+
+    @property
+    def srtt(self) -> float:
+        """The connection's smoothed RTT (s); 0 before the first sample."""
+        return self.rtt.srtt
 
     @property
     def rto(self) -> float:
