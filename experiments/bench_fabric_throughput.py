@@ -51,6 +51,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -93,6 +94,9 @@ class Row:
     switch_cpu_cores: float  # CPU seconds of all switches per second of the step
     switch_cpu_us_per_pkt: float  # CPU microseconds of all switches per delivered packet
     duration_s: float
+    # CPU seconds per second of the host NICs' threaded-NAPI receive (the receiving hosts'
+    # kernel work, in no switch's column; nan: the NICs have no NAPI threads)
+    napi_cpu_cores: float = math.nan
 
 
 CSV_FIELDS = [f.name for f in fields(Row)]
@@ -189,17 +193,24 @@ def switch_snapshot(pids: dict[str, int]) -> dict[str, tuple[float, int, int]]:
     return snap
 
 
+HOST_NAPI_COMM = re.compile(r"^napi/h\d+-eth")
+
+
 def napi_threads() -> dict[str, int]:
-    """The kernel's threaded-NAPI threads (``napi/<nic>-<id>``) by name: the host NICs' receive
-    when the fabric runs with ``--host-napi threaded``."""
+    """The fabric host NICs' threaded-NAPI threads (``napi/h<N>-eth<p>-<id>``) by name: the
+    hosts' receive when the fabric runs with ``--host-napi threaded`` (or ``auto``)."""
     out = {}
     for d in pathlib.Path("/proc").iterdir():
         if d.name.isdigit():
             with contextlib.suppress(OSError):
                 comm = (d / "comm").read_text().strip()
-                if comm.startswith("napi/"):
+                if HOST_NAPI_COMM.match(comm):
                     out[comm] = int(d.name)
     return out
+
+
+def _cores(pids: Sequence[int], cpu0: float, seconds: float) -> float:
+    return round((cpu_seconds(pids) - cpu0) / seconds, 3) if pids else math.nan
 
 
 def host_udp_drops(enter: list[str]) -> int:
@@ -341,8 +352,8 @@ def run_step(
                 raise BenchError(f"the receiver on {dst} did not start: {proc.stderr}")
         pids = list(net.switch_pids.values())
         snap0 = switch_snapshot(net.switch_pids) if per_switch else {}
-        napi = napi_threads() if per_switch else {}
-        napi0 = cpu_seconds(list(napi.values()))
+        napi = list(napi_threads().values())
+        napi0 = cpu_seconds(napi)
         txdrop0 = tx_dropped(net.switch_pids) if per_switch else 0
         dst_drops0 = {d: host_udp_drops(net.enter[d]) for d in receivers} if per_switch else {}
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
@@ -369,6 +380,7 @@ def run_step(
         sent = [_result(s, step_s + 10, f"the sender on {f.src}") for s, f in zip(senders, flows)]
         time.sleep(DRAIN_S)
         cpu1, t1 = cpu_seconds(pids), time.monotonic()
+        napi_cores = _cores(napi, napi0, t1 - t0)
         if per_switch:
             lines = per_switch_lines(snap0, switch_snapshot(net.switch_pids), t1 - t0)
             for d, n0 in dst_drops0.items():
@@ -376,7 +388,7 @@ def run_step(
                 if n0 >= 0 and n1 >= 0:
                     lines.append(f"    {d}: UDP receive errors (socket buffer full) {n1 - n0}")
             if napi:
-                napi_cpu = (cpu_seconds(list(napi.values())) - napi0) / (t1 - t0)
+                napi_cpu = (cpu_seconds(napi) - napi0) / (t1 - t0)
                 lines.append(f"    host NICs' NAPI threads: cpu {napi_cpu:4.2f} cores")
             lines.append(
                 f"    switch ports' transmit drops: {tx_dropped(net.switch_pids) - txdrop0}"
@@ -412,20 +424,22 @@ def run_step(
         switch_cpu_cores=round(cpu / (t1 - t0), 3) if pids else math.nan,
         switch_cpu_us_per_pkt=round(cpu / n_got * 1e6, 2) if pids and n_got else math.nan,
         duration_s=round(took, 3),
+        napi_cpu_cores=napi_cores,
     )
 
 
 def idle_row(net: Network, seconds: float) -> Row:
     """The switches' CPU over ``seconds`` with no traffic."""
     pids = list(net.switch_pids.values())
-    cpu0, t0 = cpu_seconds(pids), time.monotonic()
+    napi = list(napi_threads().values())
+    cpu0, napi0, t0 = cpu_seconds(pids), cpu_seconds(napi), time.monotonic()
     time.sleep(seconds)
     cpu = cpu_seconds(pids) - cpu0
     took = time.monotonic() - t0
     nan = math.nan
     return Row(
         net.kind, net.fabric.spec.planes, "idle", 0, 0, 0, 0, 0, 0, nan, nan, nan,
-        round(cpu / took, 4) if pids else nan, nan, round(took, 3),
+        round(cpu / took, 4) if pids else nan, nan, round(took, 3), _cores(napi, napi0, took),
     )  # fmt: skip
 
 
@@ -467,6 +481,7 @@ def _describe(row: Row) -> str:
         f" ({row.delivered_mbps:8.2f} Mbit/s) loss {row.loss * 100:5.1f} %"
         f"  p50 {row.p50_us:8.1f} p99 {row.p99_us:9.1f} us"
         f"  cpu {row.switch_cpu_cores:5.2f} cores {row.switch_cpu_us_per_pkt:7.1f} us/pkt"
+        + ("" if math.isnan(row.napi_cpu_cores) else f" napi {row.napi_cpu_cores:4.2f} cores")
     )
 
 
@@ -533,6 +548,15 @@ def write_csv(rows: Sequence[Row], path: pathlib.Path) -> None:
         w.writeheader()
         for row in rows:
             w.writerow(asdict(row))
+
+
+def read_csv(path: pathlib.Path) -> list[Row]:
+    """The rows of a CSV :func:`write_csv` wrote (also before a column was added: its default)."""
+    with path.open() as f:
+        return [
+            Row(**{k: (type_of(k))(v) for k, v in r.items()})  # type: ignore[arg-type]
+            for r in csv.DictReader(f)
+        ]
 
 
 def plot(csv_path: pathlib.Path, png_path: pathlib.Path) -> None:
@@ -651,11 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = pathlib.Path(args.out)
     rows: list[Row] = []
     if args.append and out.exists():
-        with out.open() as f:
-            rows = [
-                Row(**{k: (type_of(k))(v) for k, v in r.items()})  # type: ignore[arg-type]
-                for r in csv.DictReader(f)
-            ]
+        rows = read_csv(out)
     try:
         blast = build_blaster(REPO_ROOT / "build")
         for planes in args.planes:

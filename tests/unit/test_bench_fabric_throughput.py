@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import subprocess
 import time
@@ -13,10 +14,12 @@ import pytest
 
 from experiments.bench_fabric_throughput import (
     CSV_FIELDS,
+    HOST_NAPI_COMM,
     Row,
     build_blaster,
     flows_for,
     plot,
+    read_csv,
     write_csv,
 )
 from experiments.kernel_fabric import router_batch
@@ -128,7 +131,7 @@ def test_the_csv_has_units_and_the_plot_reads_it(tmp_path: Path) -> None:
     nan = float("nan")
     rows = [
         Row("tf", 2, "idle", 0, 0, 0, 0, 0, 0, nan, nan, nan, 0.01, nan, 10.0),
-        Row("tf", 2, "one", 1, 64, 1000, 1000, 990, 0.5, 0.01, 50, 400, 0.2, 200.0, 3.0),
+        Row("tf", 2, "one", 1, 64, 1000, 1000, 990, 0.5, 0.01, 50, 400, 0.2, 200.0, 3.0, 0.05),
         Row("kernel", 2, "one", 1, 64, 1000, 1000, 1000, 0.5, 0.0, 10, 40, nan, nan, 3.0),
     ]
     out = tmp_path / "b.csv"
@@ -138,3 +141,22 @@ def test_the_csv_has_units_and_the_plot_reads_it(tmp_path: Path) -> None:
     assert "delivered_pps" in CSV_FIELDS and "switch_cpu_us_per_pkt" in CSV_FIELDS
     plot(out, tmp_path / "b.png")
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_a_csv_from_before_the_napi_column_is_appended_to(tmp_path: Path) -> None:
+    out = tmp_path / "old.csv"
+    old_fields = [f for f in CSV_FIELDS if f != "napi_cpu_cores"]
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(old_fields)
+        w.writerow(["tf", 2, "one", 1, 64, 1000, 1000, 990, 0.5, 0.01, 50, 400, 0.2, 200.0, 3.0])
+    rows = read_csv(out)
+    assert rows[0].delivered_pps == 990 and math.isnan(rows[0].napi_cpu_cores)
+    write_csv(rows, out)
+    with out.open() as f:
+        assert next(csv.reader(f)) == CSV_FIELDS
+
+
+def test_only_fabric_host_nics_napi_threads_count() -> None:
+    assert HOST_NAPI_COMM.match("napi/h1-eth0-81") and HOST_NAPI_COMM.match("napi/h12-eth1-8")
+    assert not HOST_NAPI_COMM.match("napi/eth0-3") and not HOST_NAPI_COMM.match("napi/p0l0-eth1")
