@@ -313,8 +313,11 @@ class EvTable:
     def on_shared(self, plane: int, spine: int, now: float) -> list[int]:
         """Another connection of the endpoint found the path (plane, spine) silent (spine
         :data:`~host.mrc.health.ANY_SPINE`: every path of the plane): its GOOD EVs there go
-        ASSUMED_BAD as on a loss of their own, while the floor allows. Returns the EV ids
-        taken out (their in-flight packets are the sender's to resend)."""
+        ASSUMED_BAD as on a loss of their own, while the floor allows and while GOOD EVs on
+        another plane remain (the last plane in use carries everything, and its queues are
+        the likeliest cause of another connection's silence there: this connection finds out
+        for itself). Returns the EV ids taken out (their in-flight packets are the sender's
+        to resend)."""
         if not self.shares:
             return []
         out: list[int] = []
@@ -323,6 +326,9 @@ class EvTable:
                 continue
             if len(self.usable()) - 1 < self.min_active:
                 self._emit(EventKind.FLOOR, p.ev.ev_id, float(self.min_active), "shared")
+                continue
+            if not any(q.state is EvState.GOOD and q.ev.plane != p.ev.plane for q in self.paths):
+                self._emit(EventKind.FLOOR, p.ev.ev_id, float(self.min_active), "shared last plane")
                 continue
             self._signal(p, EvSignal.LOSS, now, "shared")
             out.append(p.ev.ev_id)

@@ -73,6 +73,12 @@ def test_shared_verdicts_keep_the_floor_and_leave_denied_evs_alone() -> None:
     assert (EventKind.EV_STATE, 0, 0.0, "good->assumed_bad shared") in events
     assert (EventKind.FLOOR, 1, 2.0, "shared") in events
     assert t.on_shared(1, 1, 1.0) == []  # DENIED stays DENIED
+    # nor does a shared verdict take the last plane in use (its own losses still may)
+    t2 = EvTable(sim_evs(2, 2), EvConfig(min_active=1), notify=lambda *e: events.append(e))
+    assert t2.on_shared(0, ANY_SPINE, 1.0) == [0, 1]
+    assert t2.on_shared(1, 0, 1.0) == []
+    assert (EventKind.FLOOR, 2, 1.0, "shared last plane") in events
+    assert t2.on_loss(2, 1.0, "rack") and t2.by_id[2].state is EvState.ASSUMED_BAD
 
 
 @pytest.mark.parametrize(
