@@ -29,6 +29,14 @@ queue in C and leave from there at the port's rate. Packets for the CPU port or 
 a ring, and frames the rings' slow path handles, come back to the Python path. ``--pcap``,
 debug logging and ``--native off`` keep every round in Python.
 
+With those C rounds the wait is in C too (``--c-loop on``, the default; :mod:`switch.native.loop`):
+one call polls the rings and the wake-up pipe and runs rounds, coalescing sleeps and busy-polls
+as described above, without returning to Python (and with the GIL released) until Python has
+work: a thread that wants the device lock (:class:`switch.device.device.DeviceLock` wakes the
+loop, so P4Runtime writes and reads land between rounds and read counters as they are), a
+PacketOut, packets for the traffic manager or the CPU port, a frame for the rings' slow path, a
+digest, a stop, or once a second. ``--c-loop off`` keeps the loop below in Python, the reference.
+
 A rate-limited queue wakes the loop half of ``--queue-burst-us`` before its next departure; a
 busy port whose packets leave late anyway catches up at most ``--queue-catchup-us`` of its
 schedule (:mod:`switch.device.tm`).

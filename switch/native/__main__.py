@@ -1,7 +1,8 @@
 """``python -m switch.native PROG.p4 ...``: build the native executor of programs ahead of time.
 
 For each program: compile it, generate its C and build it into the cache (``make setup`` does
-this for ``p4/*.p4``, so the first switch or test does not wait for the C compiler), then say
+this for ``p4/*.p4``, so the first switch or test does not wait for the C compiler; the switch
+loop's C of :mod:`switch.native.loop` too), then say
 whether it runs natively or, if not, why (the Python executor runs it). Exit status 0 unless a
 program does not compile at all; ``--strict``: also 1 when one cannot run natively.
 """
@@ -15,8 +16,8 @@ from collections.abc import Sequence
 
 from switch.compile import load_program
 from switch.errors import P4Error
-from switch.native import native_reason
-from switch.native.build import cache_dir
+from switch.native import loop, native_reason
+from switch.native.build import BuildError, cache_dir
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,6 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="fail when a program is not native")
     args = ap.parse_args(argv)
     rc = 0
+    try:  # the switch loop's C (switch.native.loop), shared by every program
+        loop.load()
+    except BuildError as e:
+        print(f"switch loop in C: not built ({e}); tf-switch keeps its loop in Python")
     for path in args.programs:
         try:
             program = load_program(path, tuple(args.include))
