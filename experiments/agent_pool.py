@@ -25,6 +25,9 @@ from experiments.hosts import AgentProcess, AgentsSilent, drive_agents
 READY_TIMEOUT_S = 300.0
 """How long agents may take to start (import torch, read the topology) on a busy machine."""
 AGENTS_LOG = "agents.log"
+LAUNCHES = ("fork", "exec")
+"""How a pool starts agents: forked by a fork server per host
+(:class:`experiments.agent_forks.ForkServer`), or one ``python -m`` process each."""
 
 
 class JobsError(RuntimeError):

@@ -46,6 +46,7 @@ from typing import Any
 from experiments.agent_forks import ForkError, ForkServer
 from experiments.agent_pool import (
     AGENTS_LOG,
+    LAUNCHES,
     JobsError,
     agent_argv,
     alive,
@@ -81,8 +82,6 @@ REAP_TIMEOUT_S = 10.0
 """How long a killed member's process may take to exit before its replacement runs anyway."""
 POLL_S = 0.05
 AGENT_MODULE = "host.decoupled_agent"
-LAUNCHES = ("fork", "exec")
-"""How :class:`SlotPool` starts agents: forked by a fork server per host, or one process each."""
 
 
 class FatalFault(JobsError):

@@ -32,8 +32,12 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from experiments.agent_forks import ForkError, ForkServer
 from experiments.agent_pool import (
+    AGENTS_LOG,
+    LAUNCHES,
     JobsError,
+    agent_argv,
     alive,
     await_ready,
     drive_job,
@@ -58,6 +62,9 @@ from host.train.diloco.observe import (
 from host.train.diloco.run import cluster_for, mrc_for, run_emu_job
 from host.train.diloco.worker import RoundRecord
 from topologies.model import Fabric
+
+AGENT_MODULE = "host.diloco_agent"
+"""The per-host agent of DiLoCo jobs (:mod:`host.diloco_agent`)."""
 
 STALL_TIMEOUT_S = 600.0
 """A job fails when no agent said anything for this long (a round under a failure on a busy
@@ -313,8 +320,11 @@ class AgentPool:
         topology: its ``topology.json`` (what the agents read).
         host_pids: host name -> the pid of its Mininet shell.
         out_dir: where the jobs' directories go (``<out_dir>/<job name>/``).
-        start: starts the agent of one host (default: :func:`AgentProcess.in_host` with
-            ``python -m host.diloco_agent``); tests pass their own.
+        launch: ``"fork"`` (default: a fork server per host imports the agent module once
+            and forks each agent, so a killed agent's replacement starts in milliseconds, not
+            seconds of torch imports on the cores the jobs share) or ``"exec"`` (a
+            ``python -m host.diloco_agent`` process each, :func:`AgentProcess.in_host`).
+        start: starts the agent of one host (default: by ``launch``); tests pass their own.
     Raises:
         JobsError: the agents did not all start.
     """
@@ -333,7 +343,10 @@ class AgentPool:
         start: Callable[[str], AgentProcess] | None = None,
         stall_timeout_s: float = STALL_TIMEOUT_S,
         keep_observations: bool = False,
+        launch: str = "fork",
     ) -> None:
+        if launch not in LAUNCHES:
+            raise JobsError(f"unknown launch '{launch}'; valid: {', '.join(LAUNCHES)}")
         self.fabric = fabric
         self.link_mbps = fabric.spec.link_mbps
         self.out_dir = pathlib.Path(out_dir)
@@ -349,10 +362,21 @@ class AgentPool:
 
         def in_host(name: str) -> AgentProcess:
             return start_agent(
-                "host.diloco_agent", name, name, host_pids, topology, self.out_dir, self._agent_log
+                AGENT_MODULE, name, name, host_pids, topology, self.out_dir, self._agent_log
             )
 
-        self._start = start or in_host
+        def forked(name: str) -> AgentProcess:
+            server = self._server(name)
+            try:
+                server.wait_ready()
+                return AgentProcess(name, server.spawn(agent_argv(name, topology, self.out_dir)))
+            except ForkError as e:
+                raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
+
+        self._host_pids = host_pids
+        self._servers: dict[str, ForkServer] = {}
+        self._forking = start is None and launch == "fork"
+        self._start = start or (forked if launch == "fork" else in_host)
         self.agents: dict[str, AgentProcess] = {}
         try:
             self._start_missing()
@@ -360,8 +384,19 @@ class AgentPool:
             self.close()
             raise
 
+    def _server(self, host: str) -> ForkServer:
+        server = self._servers.get(host)
+        if server is None:
+            server = ForkServer(host, self._host_pids[host], AGENT_MODULE, self._agent_log)
+            self._servers[host] = server
+        return server
+
     def _start_missing(self) -> None:
-        fresh = [self._start(n) for n in self.names if not alive(self.agents.get(n))]
+        missing = [n for n in self.names if not alive(self.agents.get(n))]
+        if self._forking:
+            for n in missing:
+                self._server(n)  # every server starts importing at once, then each is waited
+        fresh = [self._start(n) for n in missing]
         for a in fresh:
             self.agents[a.name] = a
         await_ready(fresh, set(), self.out_dir)
@@ -487,6 +522,9 @@ class AgentPool:
         """Ask every agent to quit; end those that do not (idempotent)."""
         agents, self.agents = list(self.agents.values()), {}
         quit_agents(agents, QUIT_TIMEOUT_S)
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
         with contextlib.suppress(OSError):
             self._agent_log.close()
 

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from experiments.agent_pool import JobsError
+from experiments.agent_pool import LAUNCHES, JobsError
 from experiments.cli_common import (
     add_network_option,
     add_output_options,
@@ -495,6 +495,7 @@ def fabric_opener(
     wait_s: float,
     log: Callable[[str], None],
     rounds_log: Callable[[str], None] | None,
+    launch: str = "fork",
 ) -> OpenJobs:
     """Each rate's jobs on a fabric of its own (brought up at the rate, taken down after).
 
@@ -519,6 +520,7 @@ def fabric_opener(
                 results / "gossip_runs" / label,
                 log=log,
                 rounds_log=rounds_log,
+                launch=launch,
             ) as pool:
                 if up.controller is not None:
                     pool.controller = up.controller.run_command
@@ -566,6 +568,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--start-mbps", type=float, default=None, help="link rate of the first probe")
     ap.add_argument("--verbose", action="store_true", help="a line per round")
+    ap.add_argument(
+        "--launch",
+        choices=LAUNCHES,
+        default="fork",
+        help="how agents start on the fabric: forked by a fork server per host that imported "
+        "torch once (default; a killed agent's replacement starts in milliseconds), or each "
+        "its own process (exec)",
+    )
     add_output_options(ap, CSV_NAME)
     return ap
 
@@ -615,7 +625,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rounds_log = print if args.verbose else None
     open_jobs = (
-        fabric_opener(results, wait_s=args.wait_s, log=print, rounds_log=rounds_log)
+        fabric_opener(
+            results, wait_s=args.wait_s, log=print, rounds_log=rounds_log, launch=args.launch
+        )
         if network == "fabric"
         else emu_opener(rounds_log)
     )

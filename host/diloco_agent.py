@@ -294,6 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def prepare() -> None:
+    """What a process does once before it serves (also :mod:`host.forkserver`'s preparation,
+    so forked agents inherit it): one torch thread per worker (the hosts share the machine's
+    cores)."""
+    torch.set_num_threads(1)
+
+
 def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     args = build_parser().parse_args(argv)
     console = Console()
@@ -303,7 +310,7 @@ def main(argv: Sequence[str] | None = None, inp: IO[str] = sys.stdin) -> int:
     except STARTUP_ERRORS as e:
         console.emit("error", host=args.host, message=f"{type(e).__name__}: {e}")
         return 2
-    torch.set_num_threads(1)  # one core's worth per worker: the hosts share the machine's
+    prepare()
     agent = Agent(fabric, args.host, args.out, console, lambda: fabric_endpoint(fabric, args.host))
     return serve_agent(agent, console, inp, host=args.host)
 
