@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from experiments.agent_pool import JobsError
+from experiments.agent_pool import LAUNCHES, JobsError
 from experiments.cli_common import (
     add_network_option,
     add_output_options,
@@ -62,7 +62,7 @@ from experiments.cli_common import (
     run_or_report,
     wrote,
 )
-from experiments.decoupled_fabric import LAUNCHES, FabricJob, SlotPool, count_events, run_job
+from experiments.decoupled_fabric import FabricJob, SlotPool, count_events, run_job
 from experiments.decoupled_figures import (
     CURVE_COLUMNS,
     REFERENCE_LEARNERS,
@@ -507,7 +507,7 @@ def fabric_opener(
     launch: str = "fork",
 ) -> OpenRunner:
     """The default fabric at ``s.link_mbps``, brought up once for every run and taken down;
-    agents started by ``launch`` (:data:`experiments.decoupled_fabric.LAUNCHES`)."""
+    agents started by ``launch`` (:data:`experiments.agent_pool.LAUNCHES`)."""
 
     @contextlib.contextmanager
     def open_runner() -> Iterator[Runner]:
