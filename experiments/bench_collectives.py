@@ -240,6 +240,7 @@ def rank_sweep(backend: str, out: pathlib.Path, sizes: Sequence[int], trace: boo
     cpu1 = os.times()
     if tracer is not None:
         tracer.close()
+        _dump_events(dist, out.parent / f"events_{backend}_r{dist.get_rank()}.jsonl")
     busy = cpu1.user - cpu0.user + cpu1.system - cpu0.system
     print(f"{backend}: this rank used {busy / (time.monotonic() - wall0):.0%} of a core")
     if backend == "tailfabric":
@@ -397,7 +398,10 @@ class Bench:
             busy = {p: c for p, c in diff.items() if any(c)}
             path = self.work / f"switches_{backend}_r{round_no}.json"
             path.write_text(json.dumps(busy, indent=0))
-            for trace in self.work.glob(f"trace_{backend}_r*.jsonl"):  # keep every round's
+            for trace in [
+                *self.work.glob(f"trace_{backend}_r*.jsonl"),
+                *self.work.glob(f"events_{backend}_r*.jsonl"),
+            ]:  # keep every round's
                 trace.rename(trace.with_name(f"round{round_no}_{trace.name}"))
         if err or not out.exists():
             return [], err or "sweep: no result"
