@@ -241,3 +241,27 @@ def test_a_frame_for_the_rings_slow_path_goes_through_python_in_order(
     assert sum(p.in_pkts for p in totals.ports) == 41
     assert sum(c.packets for c in cells) + sum(p.tx_pkts for p in totals.ports) == 41
     assert fast.loop_calls > 0
+
+
+def test_a_link_going_down_does_not_make_the_loop_spin(rig_factory: object) -> None:
+    rig = rig_factory()  # type: ignore[operator]
+    d = rig.daemon
+    fast = _fast(rig)
+    assert d.loop_thread is not None
+    ifname = d.args.ports[2]
+    rig.tx.send(frame(1))
+    assert [seq_of(f) for f in drain(rig.rx, 0.3)] == [1]
+    subprocess.run(["ip", "link", "set", ifname, "down"], check=True)
+    try:
+        for i in range(5):  # sends into a link that is down: errors on the port's socket
+            rig.tx.send(frame(10 + i))
+        time.sleep(0.3)
+        cpu, calls = thread_cpu_s(d.loop_thread), fast.loop_calls
+        time.sleep(1.0)
+        assert thread_cpu_s(d.loop_thread) - cpu <= 0.1
+        assert fast.loop_calls - calls <= 5, fast.loop_calls - calls
+    finally:
+        subprocess.run(["ip", "link", "set", ifname, "up"], check=True)
+    time.sleep(0.5)  # the veth's carrier comes back
+    rig.tx.send(frame(2))
+    assert 2 in [seq_of(f) for f in drain(rig.rx, 0.5)]
