@@ -6,15 +6,17 @@ the leaf itself). Each connection finds a failed path on its own, from its own p
 connections of one host whose EVs cross the same failed element would keep sending into it
 until each had lost a packet there and waited out its own RACK path timeout.
 
-:class:`PathHealth` passes a verdict on: when a connection marks an EV ASSUMED_BAD on a
-*path timeout* (a packet on it was not acknowledged while packets sent later on other EVs
-were, and none of its own EV delivered since: a silent path, not a congestion drop, which
-shows as a NACK, a loss overtaken on its own EV, or a timeout of the whole connection), the
-endpoint's other connections take their EVs with the same (plane, spine) out of service at
-once: ASSUMED_BAD (the ``ev_min_active`` floor still holds), their in-flight packets there
-resent on other EVs, probes bring them back as for any ASSUMED_BAD EV. When verdicts on
-``share_plane_after`` different spines of one plane are current, what they have in common
-is the plane's local leaf (or this host's link to it): every EV of that plane goes.
+:class:`PathHealth` collects *path timeouts*: a connection marked an EV ASSUMED_BAD because
+packets on it were not acknowledged while packets sent later on other EVs were, and none of
+its own EV delivered since (a silent path, not a congestion drop, which shows as a NACK, a
+loss overtaken on its own EV, or a timeout of the whole connection). When verdicts on
+``share_plane_after`` different paths of one plane are current (two spines, or a spine and
+the plane's leaf-local path), what they have in common is the plane's local leaf (or this
+host's link to it), and every connection of the endpoint takes its EVs of that plane out of
+service at once: ASSUMED_BAD (the ``ev_min_active`` floor still holds, and the last plane a
+connection has in use stays), their in-flight packets there resent on other EVs, probes
+bring them back as for any ASSUMED_BAD EV. With ``share_single_paths`` one path's verdict
+goes to the others at once too (only for their EVs on that (plane, spine)).
 
 A verdict is current for ``share_hold_ms`` (0: the probe timeout, the time a probe needs
 to show the path alive) and ends earlier when a probe on that (plane, spine) comes back.
@@ -49,25 +51,27 @@ class PathHealth:
         self.plane_verdicts = 0
 
     def subscribe(self, key: int, fn: Subscriber, now: float) -> None:
-        """``fn`` hears every verdict reported from now on (and the current ones, at once)."""
+        """``fn`` hears every verdict passed on from now on (and the current ones, at once)."""
         self._subscribers[key] = fn
         for (plane, spine), t in list(self._verdicts.items()):
-            if now - t < self.hold_s:
+            if now - t < self.hold_s and (spine == ANY_SPINE or self.cfg.share_single_paths):
                 fn(plane, spine, now)
 
     def unsubscribe(self, key: int) -> None:
         self._subscribers.pop(key, None)
 
     def report(self, origin: int, plane: int, spine: int, now: float) -> None:
-        """Subscriber ``origin`` saw the path (plane, spine) time out: tell the others; when
-        the plane's current verdicts now cover ``share_plane_after`` spines, tell everyone
-        (the origin too) that the whole plane is suspect."""
+        """Subscriber ``origin`` saw the path (plane, spine) time out: with
+        ``share_single_paths``, tell the others; when the plane's current verdicts now cover
+        ``share_plane_after`` spines, tell everyone (the origin too) that the whole plane is
+        suspect."""
         self.reports += 1
         self._expire(now)
         self._verdicts[(plane, spine)] = now
-        for key, fn in list(self._subscribers.items()):
-            if key != origin:
-                fn(plane, spine, now)
+        if self.cfg.share_single_paths:
+            for key, fn in list(self._subscribers.items()):
+                if key != origin:
+                    fn(plane, spine, now)
         after = self.cfg.share_plane_after
         spines = {s for (p, s) in self._verdicts if p == plane and s != ANY_SPINE}
         if after > 0 and len(spines) >= after and (plane, ANY_SPINE) not in self._verdicts:

@@ -29,8 +29,19 @@ CFG = MrcConfig(
 OFF = replace(CFG, ev=replace(CFG.ev, share_verdicts=False))
 
 
+def test_single_path_verdicts_stay_until_two_paths_of_a_plane_are_silent() -> None:
+    h = PathHealth(EvConfig())
+    heard: list[tuple[int, int]] = []
+    h.subscribe(1, lambda p, s, t: heard.append((p, s)), 0.0)
+    h.report(2, 0, 1, 0.010)
+    h.report(3, 1, 0, 0.011)
+    assert heard == [] and h.suspect(0, 1, 0.012)  # one congested path is no verdict
+    h.report(3, 0, 0, 0.012)
+    assert heard == [(0, ANY_SPINE)] and h.plane_verdicts == 1
+
+
 def test_a_verdict_reaches_the_others_and_two_spines_of_a_plane_take_the_plane() -> None:
-    h = PathHealth(EvConfig(probe_timeout_ms=50))
+    h = PathHealth(EvConfig(probe_timeout_ms=50, share_single_paths=True))
     heard: dict[int, list[tuple[int, int]]] = {1: [], 2: []}
     h.subscribe(1, lambda p, s, t: heard[1].append((p, s)), 0.0)
     h.subscribe(2, lambda p, s, t: heard[2].append((p, s)), 0.0)
@@ -51,7 +62,7 @@ def test_a_verdict_reaches_the_others_and_two_spines_of_a_plane_take_the_plane()
 
 
 def test_plane_escalation_is_a_setting() -> None:
-    h = PathHealth(EvConfig(share_plane_after=0))
+    h = PathHealth(EvConfig(share_plane_after=0, share_single_paths=True))
     heard: list[tuple[int, int]] = []
     h.subscribe(1, lambda p, s, t: heard.append((p, s)), 0.0)
     h.report(2, 1, 0, 0.0)
