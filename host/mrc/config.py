@@ -98,12 +98,18 @@ class EvConfig:
     rehash_on_rto: bool = True
     """HASHED only: move the connection to another EV after a retransmission timeout."""
     hash_seed: int = 0
-    share_verdicts: bool = True
-    """SPRAY only: a connection's path-timeout verdict (an EV silent while the connection's
-    other EVs deliver) takes the same (plane, spine) out of service on the endpoint's other
-    connections at once (:mod:`host.mrc.health`); NACKs, losses overtaken on their own EV,
-    whole-connection timeouts and silences of an EV that echoed ECN or a NACK lately (within
-    about ``penalty_half_life_ms``) stay with the connection that saw them."""
+    share_verdicts: bool = False
+    """SPRAY only: the endpoint's connections share their path-timeout verdicts (an EV silent
+    while the connection's other EVs deliver; :mod:`host.mrc.health`): once silent paths
+    through ``share_plane_after`` different spines of a plane are current, every connection
+    stops using that plane at once (or, with ``share_single_paths``, each silent
+    (plane, spine)). NACKs, losses overtaken on their own EV, whole-connection timeouts and
+    silences of an EV that echoed ECN or a NACK lately (within about
+    ``penalty_half_life_ms``) stay with the connection that saw them. Off by default: on the
+    fabric (bench-collectives' failover, 5 runs per rate) it took a host's connections off a
+    failed plane 19-27 ms after the host's first verdict instead of 56-78 ms, but the stalled
+    all-reduce waits for the slowest host's first verdict, which sharing within a host does
+    not hasten: the extra stall did not shrink beyond the run-to-run spread."""
     share_single_paths: bool = False
     """Also pass on one path's verdict (its (plane, spine)) at once. Off: only a plane's, once
     verdicts on ``share_plane_after`` different paths of it are current (what they have in

@@ -59,8 +59,8 @@ NOISE_ENV = "TAILFABRIC_CC_NOISE"
 QA_CE_ENV = "TAILFABRIC_QA_CE"
 """Fabric only: 1: quick adapt on delay only with a CE mark in the window; 0 (default): on delay."""
 SHARE_ENV = "TAILFABRIC_SHARE_VERDICTS"
-"""MRC's ``share_verdicts`` (1: on, the default; 0: off): one connection's path timeout takes
-that (plane, spine) out for the rank's other connections (:mod:`host.mrc.health`)."""
+"""MRC's ``share_verdicts`` (1: on; 0: off, the default): silent paths through two spines of a
+plane take the plane out for all of the rank's connections at once (:mod:`host.mrc.health`)."""
 PACING_ENV = "TAILFABRIC_PACING"
 """Fabric only: MRC's ``pacing_gain`` (0: no pacing)."""
 RING_PIECE_ENV = "TAILFABRIC_RING_PIECE_KIB"
@@ -112,7 +112,7 @@ class MeshConfig:
     """Fabric only: MRC's ``noise_target_gain`` (the switches mark ECN)."""
     qa_needs_ce: bool = False
     """Fabric only: MRC's ``qa_needs_ce`` (off by default: see :data:`NOISE_TARGET_GAIN`)."""
-    share_verdicts: bool = True
+    share_verdicts: bool = False
     """MRC's ``share_verdicts`` (see :data:`SHARE_ENV`)."""
     ring_piece_bytes: int = 64 * 1024
     """The ring all-reduce passes segments on in pieces of this size."""

@@ -25,6 +25,7 @@ CFG = MrcConfig(
     payload_bytes=1000,
     rto_min_ms=200,  # far above every path timeout here: no verdict comes from an RTO
     cc=CcConfig(initial_cwnd_bytes=64_000, max_cwnd_bytes=64_000),
+    ev=EvConfig(share_verdicts=True),
 )
 OFF = replace(CFG, ev=replace(CFG.ev, share_verdicts=False))
 
@@ -72,7 +73,11 @@ def test_plane_escalation_is_a_setting() -> None:
 
 def test_shared_verdicts_keep_the_floor_and_leave_denied_evs_alone() -> None:
     events: list[tuple[object, ...]] = []
-    t = EvTable(sim_evs(2, 2), EvConfig(min_active=2), notify=lambda *e: events.append(e))
+    t = EvTable(
+        sim_evs(2, 2),
+        EvConfig(min_active=2, share_verdicts=True),
+        notify=lambda *e: events.append(e),
+    )
     t.deny(3, 0.0)
     assert t.on_shared(0, ANY_SPINE, 1.0) == [0]  # EV 1 would leave one GOOD EV: the floor
     assert [p.state for p in t.paths] == [
@@ -85,7 +90,11 @@ def test_shared_verdicts_keep_the_floor_and_leave_denied_evs_alone() -> None:
     assert (EventKind.FLOOR, 1, 2.0, "shared") in events
     assert t.on_shared(1, 1, 1.0) == []  # DENIED stays DENIED
     # nor does a shared verdict take the last plane in use (its own losses still may)
-    t2 = EvTable(sim_evs(2, 2), EvConfig(min_active=1), notify=lambda *e: events.append(e))
+    t2 = EvTable(
+        sim_evs(2, 2),
+        EvConfig(min_active=1, share_verdicts=True),
+        notify=lambda *e: events.append(e),
+    )
     assert t2.on_shared(0, ANY_SPINE, 1.0) == [0, 1]
     assert t2.on_shared(1, 0, 1.0) == []
     assert (EventKind.FLOOR, 2, 1.0, "shared last plane") in events
@@ -93,7 +102,9 @@ def test_shared_verdicts_keep_the_floor_and_leave_denied_evs_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    "cfg", [EvConfig(share_verdicts=False), EvConfig(policy=EvPolicy.HASHED)], ids=str
+    "cfg",
+    [EvConfig(), EvConfig(policy=EvPolicy.HASHED, share_verdicts=True)],
+    ids=str,
 )
 def test_a_connection_without_sharing_neither_hears_nor_tells(cfg: EvConfig) -> None:
     told: list[int] = []
@@ -106,7 +117,7 @@ def test_a_connection_without_sharing_neither_hears_nor_tells(cfg: EvConfig) -> 
 
 def test_a_path_that_echoed_ecn_lately_keeps_its_silence_to_itself() -> None:
     told: list[int] = []
-    t = EvTable(sim_evs(2, 2), EvConfig(penalty_half_life_ms=20))
+    t = EvTable(sim_evs(2, 2), EvConfig(penalty_half_life_ms=20, share_verdicts=True))
     t.on_verdict = lambda p, now: told.append(p.ev.ev_id)
     t.on_ce(1, 1.0)
     t.on_loss(1, 1.005, "rack", shareable=True)  # a queue may hold its packets

@@ -106,6 +106,7 @@ def test_random_payload_after_a_valid_header_decodes_when_lengths_agree(data: by
         ({"TAILFABRIC_PACING": "x"}, "TAILFABRIC_PACING and TAILFABRIC_CC_NOISE numbers"),
         ({"TAILFABRIC_CC_NOISE": "-1"}, "0..100"),
         ({"TAILFABRIC_QA_CE": "yes"}, "TAILFABRIC_QA_CE 0 or 1"),
+        ({"TAILFABRIC_SHARE_VERDICTS": "on"}, "TAILFABRIC_SHARE_VERDICTS 0 or 1"),
     ],
 )
 def test_bad_settings_in_the_environment_are_refused(env: dict[str, str], reason: str) -> None:
@@ -122,3 +123,5 @@ def test_settings_from_the_environment() -> None:
     assert (cfg.qa_threshold_ms, cfg.pacing_gain) == (500.0, 2.0)
     cfg = MeshConfig.from_env({"TAILFABRIC_CC_NOISE": "0", "TAILFABRIC_QA_CE": "0"})
     assert (cfg.noise_target_gain, cfg.qa_needs_ce) == (0.0, False)
+    assert not MeshConfig.from_env({}).share_verdicts
+    assert MeshConfig.from_env({"TAILFABRIC_SHARE_VERDICTS": "1"}).share_verdicts
