@@ -45,6 +45,7 @@ schedule (:mod:`switch.device.tm`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import logging
@@ -62,8 +63,9 @@ from typing import TYPE_CHECKING
 from switch.device.device import Device, Pipeline
 from switch.errors import P4Error
 from switch.native import NativeUnavailable, make_switch, native_reason
-from switch.native import loop as c_loop_reasons
+from switch.native import loop as native_loop
 from switch.native import set_default_mode as set_native_mode
+from switch.native.build import BuildError
 from switch.pipeline.drops import DropReason
 from switch.pipeline.extern_modules import load_extern_modules
 from switch.pipeline.v1model import V1Switch
@@ -334,6 +336,10 @@ class SwitchDaemon:
                     raise NativeUnavailable(reason)
             self.device.commit(pipeline)
         self._open_ports()
+        if args.c_loop == "on" and args.native != "off":
+            # Built (once per machine) before the switch says it is ready, not in its data path.
+            with contextlib.suppress(BuildError):
+                native_loop.load()
         from switch.device.control import RuntimeCliServer
         from switch.p4rt.server import P4RuntimeServer
 
@@ -446,9 +452,9 @@ class SwitchDaemon:
                     reason = fast.loop(idle_us, self.args.coalesce_us, self.args.busy_poll)
                 if reason >= 0:
                     self.rounds += fast.rounds - rounds
-                    if reason == c_loop_reasons.WAKE:
+                    if reason == native_loop.WAKE:
                         wake.clear()
-                    elif reason == c_loop_reasons.PORT_ERROR:
+                    elif reason == native_loop.PORT_ERROR:
                         errored = ports.ports[fast.loop_error_port]
                         if not errored.rx_ready():
                             errored.clear_error()  # a link went down: do not spin on it
