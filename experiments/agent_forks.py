@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO
 
 from experiments.hosts import start_in_host
@@ -218,3 +218,39 @@ class ForkServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ForkServers:
+    """A pool's fork servers: one per host, started on first use, closed together.
+
+    Args:
+        host_pids: host name -> the pid of its Mininet shell.
+        module: the agent module every server prepares.
+        log: where the servers' stderr goes.
+    """
+
+    def __init__(self, host_pids: Mapping[str, int], module: str, log: IO[bytes]) -> None:
+        self._host_pids = host_pids
+        self._module = module
+        self._log = log
+        self._servers: dict[str, ForkServer] = {}
+
+    def get(self, host: str) -> ForkServer:
+        """``host``'s server, started now if it was not (not waited for)."""
+        server = self._servers.get(host)
+        if server is None:
+            server = ForkServer(host, self._host_pids[host], self._module, self._log)
+            self._servers[host] = server
+        return server
+
+    def start(self, hosts: Iterable[str]) -> None:
+        """Start the servers of ``hosts`` that are not running, all at once (each imports the
+        agent module on its own: started together, they import in parallel)."""
+        for h in sorted(hosts):
+            self.get(h)
+
+    def close(self) -> None:
+        """Close every server (idempotent)."""
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()

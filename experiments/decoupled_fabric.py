@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from experiments.agent_forks import ForkError, ForkServer
+from experiments.agent_forks import ForkError, ForkServers
 from experiments.agent_pool import (
     AGENTS_LOG,
     LAUNCHES,
@@ -168,8 +168,7 @@ class SlotPool:
         self.agents: dict[Slot, AgentProcess] = {}
         self.spares: dict[Slot, AgentProcess] = {}
         self._ready: set[AgentProcess] = set()
-        self._servers: dict[str, ForkServer] = {}
-        self._host_pids = host_pids
+        self._servers = ForkServers(host_pids, AGENT_MODULE, self._agent_log)
         self.controller: Callable[[list[str]], object] | None = None
         """Runs one controller command (``["fail", "plane", "1"]``): network chaos needs it."""
 
@@ -191,29 +190,21 @@ class SlotPool:
             host, number = slot
             argv = agent_argv(host, topology, self.out_dir, "--slot", str(number))
             try:
-                return AgentProcess(f"{host}/{number}", self._server(host).spawn(argv))
+                return AgentProcess(f"{host}/{number}", self._servers.get(host).spawn(argv))
             except ForkError as e:
                 raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
 
         self._start = start or (forked if launch == "fork" else in_host)
         self._forking = start is None and launch == "fork"
 
-    def _server(self, host: str) -> ForkServer:
-        server = self._servers.get(host)
-        if server is None:
-            server = ForkServer(host, self._host_pids[host], AGENT_MODULE, self._agent_log)
-            self._servers[host] = server
-        return server
-
     def _servers_ready(self, hosts: set[str]) -> None:
         """Every host of ``hosts`` has a ready fork server (started together, then waited)."""
         if not self._forking:
             return
-        for h in sorted(hosts):
-            self._server(h)
+        self._servers.start(hosts)
         try:
             for h in sorted(hosts):
-                self._servers[h].wait_ready()
+                self._servers.get(h).wait_ready()
         except ForkError as e:
             raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
 
@@ -260,9 +251,7 @@ class SlotPool:
         agents = [*self.agents.values(), *self.spares.values()]
         self.agents, self.spares = {}, {}
         quit_agents(agents, QUIT_TIMEOUT_S)
-        servers, self._servers = list(self._servers.values()), {}
-        for server in servers:
-            server.close()
+        self._servers.close()
         with contextlib.suppress(OSError):
             self._agent_log.close()
 

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from experiments.agent_forks import ForkError, ForkServer
+from experiments.agent_forks import ForkError, ForkServers
 from experiments.agent_pool import (
     AGENTS_LOG,
     LAUNCHES,
@@ -366,15 +366,14 @@ class AgentPool:
             )
 
         def forked(name: str) -> AgentProcess:
-            server = self._server(name)
+            server = self._servers.get(name)
             try:
                 server.wait_ready()
                 return AgentProcess(name, server.spawn(agent_argv(name, topology, self.out_dir)))
             except ForkError as e:
                 raise JobsError(f"{e}; see {self.out_dir / AGENTS_LOG}") from e
 
-        self._host_pids = host_pids
-        self._servers: dict[str, ForkServer] = {}
+        self._servers = ForkServers(host_pids, AGENT_MODULE, self._agent_log)
         self._forking = start is None and launch == "fork"
         self._start = start or (forked if launch == "fork" else in_host)
         self.agents: dict[str, AgentProcess] = {}
@@ -384,18 +383,10 @@ class AgentPool:
             self.close()
             raise
 
-    def _server(self, host: str) -> ForkServer:
-        server = self._servers.get(host)
-        if server is None:
-            server = ForkServer(host, self._host_pids[host], AGENT_MODULE, self._agent_log)
-            self._servers[host] = server
-        return server
-
     def _start_missing(self) -> None:
         missing = [n for n in self.names if not alive(self.agents.get(n))]
         if self._forking:
-            for n in missing:
-                self._server(n)  # every server starts importing at once, then each is waited
+            self._servers.start(missing)  # all import at once; each is waited in forked()
         fresh = [self._start(n) for n in missing]
         for a in fresh:
             self.agents[a.name] = a
@@ -522,9 +513,7 @@ class AgentPool:
         """Ask every agent to quit; end those that do not (idempotent)."""
         agents, self.agents = list(self.agents.values()), {}
         quit_agents(agents, QUIT_TIMEOUT_S)
-        servers, self._servers = list(self._servers.values()), {}
-        for server in servers:
-            server.close()
+        self._servers.close()
         with contextlib.suppress(OSError):
             self._agent_log.close()
 
