@@ -74,15 +74,17 @@ from experiments.mrc_fabric import (
     PAYLOAD_EFFICIENCY,
     TIMEOUTS,
     ExperimentOutputs,
-    FabricBusy,
     FabricParams,
     SeedFigure,
     add_fabric_args,
+    add_run_mode_args,
     attempt,
+    fabric_params,
     load_1m,
     own_fabric,
     print_seed_table,
     read_csv,
+    run_mode,
     seed_rng,
     start_all,
     start_hosts,
@@ -751,32 +753,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="window controls: nscc (the transport's), fixed (the same for both)",
     )
     ap.add_argument("--fixed-window-packets", type=int, default=d.fixed_window_packets)
-    ap.add_argument(
-        "--plain-cc",
-        action="store_true",
-        help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
-    )
-    ap.add_argument(
-        "--plot-only",
-        action="store_true",
-        help="the summary CSV, the table and the PNG again from the flows CSV",
-    )
-    ap.add_argument(
-        "--reanalyse",
-        action="store_true",
-        help="rebuild the CSVs and the PNG from the last run's host outputs",
-    )
+    add_run_mode_args(ap, "the flows CSV")
     a = ap.parse_args(argv)
     if a.seeds < 1:
         ap.error("--seeds must be at least 1")
     p = CollisionParams(
-        FabricParams(
-            link_mbps=a.link_mbps,
-            results_dir=a.results,
-            wait_s=a.wait_s,
-            ecn_packets=a.ecn_packets,
-            trim_packets=a.trim_packets,
-        ),
+        fabric_params(a),
         msg_bytes=a.msg_bytes,
         depth=a.depth,
         duration_s=a.duration_s,
@@ -789,15 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fixed_window_packets=a.fixed_window_packets,
         plain_cc=a.plain_cc,
     )
-    if a.plot_only:
-        return report(p)
-    if a.reanalyse:
-        return reanalyse(p)
-    try:
-        return run(p)
-    except FabricBusy as e:
-        print(f"exp-collisions: {e}", file=sys.stderr)
-        return 2
+    return run_mode("exp-collisions", a, lambda: run(p), lambda: report(p), lambda: reanalyse(p))
 
 
 if __name__ == "__main__":

@@ -94,15 +94,17 @@ from controller.fabric import FabricController
 from experiments.mrc_fabric import (
     TIMEOUTS,
     ExperimentOutputs,
-    FabricBusy,
     FabricParams,
     SeedFigure,
     add_fabric_args,
+    add_run_mode_args,
     attempt,
+    fabric_params,
     load_1m,
     own_fabric,
     print_seed_table,
     read_csv,
+    run_mode,
     seed_rng,
     start_all,
     start_hosts,
@@ -848,32 +850,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=d.seeds,
         help="seeds 0..N-1, one run per transport each (--runs: the old name)",
     )
-    ap.add_argument(
-        "--plain-cc",
-        action="store_true",
-        help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
-    )
-    ap.add_argument(
-        "--plot-only",
-        action="store_true",
-        help="the summary CSV, the table and the PNG again from the series and seeds CSVs",
-    )
-    ap.add_argument(
-        "--reanalyse",
-        action="store_true",
-        help="rebuild the CSVs, the table and the PNG from the last run's host outputs",
-    )
+    add_run_mode_args(ap, "the series and seeds CSVs")
     a = ap.parse_args(argv)
     if a.seeds < 1:
         ap.error("--seeds must be at least 1")
     p = FailoverParams(
-        FabricParams(
-            link_mbps=a.link_mbps,
-            results_dir=a.results,
-            wait_s=a.wait_s,
-            ecn_packets=a.ecn_packets,
-            trim_packets=a.trim_packets,
-        ),
+        fabric_params(a),
         msg_bytes=a.msg_bytes,
         load_fraction=a.load_fraction,
         duration_s=a.duration_s,
@@ -884,15 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=a.out,
         plain_cc=a.plain_cc,
     )
-    if a.plot_only:
-        return report(p)
-    if a.reanalyse:
-        return reanalyse(p)
-    try:
-        return run(p)
-    except FabricBusy as e:
-        print(f"exp-failover: {e}", file=sys.stderr)
-        return 2
+    return run_mode("exp-failover", a, lambda: run(p), lambda: report(p), lambda: reanalyse(p))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import math
 import os
 import pathlib
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ __all__ = [
     "ExperimentOutputs",
     "FabricBusy",
     "FabricParams",
+    "add_run_mode_args",
+    "fabric_params",
+    "run_mode",
     "own_fabric",
     "read_csv",
     "start_all",
@@ -169,6 +173,57 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
         default=0.0,
         help="wait this long for another fabric on the machine to stop",
     )
+
+
+def add_run_mode_args(ap: argparse.ArgumentParser, sources: str) -> None:
+    """``--plain-cc`` and the two ways to redo a run's outputs without a fabric (``--plot-only``
+    from ``sources``, the CSVs the run wrote; ``--reanalyse`` from the host processes' files)."""
+    ap.add_argument(
+        "--plain-cc",
+        action="store_true",
+        help="fabric_config() as it is (2 ms target delay, 20 ms quick adapt)",
+    )
+    ap.add_argument(
+        "--plot-only",
+        action="store_true",
+        help=f"the summary CSV, the table and the PNG again from {sources}",
+    )
+    ap.add_argument(
+        "--reanalyse",
+        action="store_true",
+        help="rebuild the CSVs, the table and the PNG from the last run's host outputs",
+    )
+
+
+def fabric_params(a: argparse.Namespace) -> FabricParams:
+    """The :class:`FabricParams` of :func:`add_fabric_args`' options."""
+    return FabricParams(
+        link_mbps=a.link_mbps,
+        results_dir=a.results,
+        wait_s=a.wait_s,
+        ecn_packets=a.ecn_packets,
+        trim_packets=a.trim_packets,
+    )
+
+
+def run_mode(
+    prog: str,
+    a: argparse.Namespace,
+    run: Callable[[], int],
+    report: Callable[[], int],
+    reanalyse: Callable[[], int],
+) -> int:
+    """What :func:`add_run_mode_args`' options ask for: the outputs again, or a run (exit 2 with
+    one line naming the other fabric when one is running)."""
+    if a.plot_only:
+        return report()
+    if a.reanalyse:
+        return reanalyse()
+    try:
+        return run()
+    except FabricBusy as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
 
 
 @contextlib.contextmanager

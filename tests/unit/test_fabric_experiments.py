@@ -8,7 +8,7 @@ import math
 import os
 import pathlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
@@ -78,6 +78,24 @@ def test_emulated_config_sizes_timers_in_packet_times_and_coalesces_sprayed_acks
     assert not cfg.ack_on_reorder and not cfg.ack_every_ce
     assert fabric_config().ack_on_reorder and fabric_config().ack_every_ce
     assert emulated_fabric_config(1000.0).rto_initial_ms == fabric_config().rto_initial_ms
+
+
+@pytest.mark.parametrize("main", [failover.main, collisions.main])
+def test_an_experiment_refused_by_a_running_fabric_exits_2_with_one_line(
+    main: Callable[[Sequence[str] | None], int],
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a live fabric runner (this process) holds tmp_path's state file: the run is refused
+    state = state_path(str(tmp_path))
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"runner_pid": os.getpid()}))
+    out = str(tmp_path / "x.csv")
+    assert main(["--results", str(tmp_path), "--out", out, "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already running" in err[0], err
+    assert err[0].startswith(("exp-failover: ", "exp-collisions: "))
+    assert not pathlib.Path(out).exists()
 
 
 def test_experiments_own_their_fabric_only_once_entered(tmp_path: pathlib.Path) -> None:
