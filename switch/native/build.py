@@ -39,13 +39,38 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "tailfabric" / "native"
 
 
-def _key(source: str) -> str:
+def _key(source: str, cdef: str = CDEF) -> str:
     cffi = _cffi()
     h = hashlib.sha256()
-    for part in (source, CDEF, " ".join(CFLAGS), cffi.__version__, sys.version, platform.machine()):
+    for part in (source, cdef, " ".join(CFLAGS), cffi.__version__, sys.version, platform.machine()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
+
+
+def compiled(
+    prefix: str, source: str, cdef: str, root: Path | None = None, what: str = "the generated C"
+) -> ModuleType:
+    """The cffi module of ``source`` declared by ``cdef``, named ``<prefix><key>`` and cached in
+    ``root`` (default :func:`cache_dir`): compiled now unless cached, then loaded.
+
+    Raises:
+        BuildError: no compiler, or ``what`` did not compile or load (the message says why).
+    """
+    name = f"{prefix}{_key(source, cdef)}"
+    root = root if root is not None else cache_dir()
+    target = root / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    if not target.exists():
+        _compile(name, source, cdef, root, target, what)
+    spec = importlib.util.spec_from_file_location(name, target)
+    if spec is None or spec.loader is None:
+        raise BuildError(f"cannot load {target}")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except ImportError as e:
+        raise BuildError(f"cannot load {target}: {e}") from None
+    return mod
 
 
 _loaded: dict[str, ModuleType] = {}
@@ -60,20 +85,7 @@ def build(source: str, directory: Path | None = None) -> ModuleType:
     key = _key(source)
     if key in _loaded:
         return _loaded[key]
-    name = f"_tf_native_{key}"
-    root = directory if directory is not None else cache_dir()
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    target = root / f"{name}{suffix}"
-    if not target.exists():
-        _compile(name, source, root, target)
-    spec = importlib.util.spec_from_file_location(name, target)
-    if spec is None or spec.loader is None:
-        raise BuildError(f"cannot load {target}")
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except ImportError as e:
-        raise BuildError(f"cannot load {target}: {e}") from None
+    mod = compiled("_tf_native_", source, CDEF, directory)
     _register_callbacks(mod)
     _loaded[key] = mod
     return mod
@@ -86,7 +98,7 @@ def _cffi() -> Any:
         raise BuildError(f"cffi is not installed ({e})") from None
 
 
-def _compile(name: str, source: str, root: Path, target: Path) -> None:
+def _compile(name: str, source: str, cdef: str, root: Path, target: Path, what: str) -> None:
     cffi = _cffi()
     if shutil.which(os.environ.get("CC", "gcc")) is None and shutil.which("cc") is None:
         raise BuildError("no C compiler (gcc/cc) on PATH")
@@ -95,7 +107,7 @@ def _compile(name: str, source: str, root: Path, target: Path) -> None:
     except OSError as e:
         raise BuildError(f"cannot create the cache directory {root}: {e}") from None
     ffi = cffi.FFI()
-    ffi.cdef(CDEF)
+    ffi.cdef(cdef)
     ffi.set_source(name, source, extra_compile_args=CFLAGS)
     with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
         log = io.StringIO()
@@ -103,7 +115,7 @@ def _compile(name: str, source: str, root: Path, target: Path) -> None:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 built = ffi.compile(tmpdir=tmp, verbose=False)
         except Exception as e:  # distutils' CompileError, LinkError, cffi's VerificationError
-            raise BuildError(f"the generated C did not build: {e}") from None
+            raise BuildError(f"{what} did not build: {e}") from None
         os.replace(built, target)
 
 

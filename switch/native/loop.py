@@ -22,19 +22,10 @@ other, the frames and dequeued packets summed.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.machinery
-import importlib.util
-import io
-import os
-import shutil
-import sys
-import tempfile
 from types import ModuleType
 from typing import Any
 
-from switch.native.build import CFLAGS, BuildError, _cffi, cache_dir
+from switch.native.build import compiled
 from switch.native.runtime_c import RING_TYPES
 
 # Why tf_loop_run returned (tf_loop.reason).
@@ -49,9 +40,7 @@ REASONS = {
     BAD: "bad arguments",
 }
 
-CDEF = (
-    RING_TYPES
-    + """
+LOOP_TYPE = """
 typedef struct {
     int64_t start_ns; int wake_fd; const int *wake_flag; int limit;
     int coalesce_us, busy_us; double early_us; int64_t deadline_us; const uint64_t *digests;
@@ -59,6 +48,13 @@ typedef struct {
     int start; int reason; int err_port; int ndrop; uint64_t touched;
     int64_t got, deq, rounds, sleeps, polls; uint64_t now;
 } tf_loop;
+"""
+"""The loop's state, shared by Python (cffi) and C: arguments in, what the call did out."""
+
+CDEF = (
+    RING_TYPES
+    + LOOP_TYPE
+    + """
 int tf_loop_run(uintptr_t round_fn, uintptr_t X, uintptr_t P, int np, uintptr_t pmap,
                 int pmap_n, uintptr_t R, tf_loop *L);
 """
@@ -75,14 +71,8 @@ SOURCE = (
 #include <unistd.h>
 """
     + RING_TYPES
+    + LOOP_TYPE
     + r"""
-typedef struct {
-    int64_t start_ns; int wake_fd; const int *wake_flag; int limit;
-    int coalesce_us, busy_us; double early_us; int64_t deadline_us; const uint64_t *digests;
-    int *drop_code; int *drop_port; int drop_cap;
-    int start; int reason; int err_port; int ndrop; uint64_t touched;
-    int64_t got, deq, rounds, sleeps, polls; uint64_t now;
-} tf_loop;
 
 typedef int (*tf_round_fn)(void *X, tf_port *P, int np, int start, int limit, uint64_t now,
                            const int16_t *pmap, int pmap_n, tf_round *R);
@@ -188,55 +178,15 @@ int tf_loop_run(uintptr_t round_fn, uintptr_t X, uintptr_t Pa, int np, uintptr_t
 _loaded: list[ModuleType] = []
 
 
-def _key() -> str:
-    cffi = _cffi()
-    h = hashlib.sha256()
-    for part in (SOURCE, CDEF, " ".join(CFLAGS), cffi.__version__, sys.version):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()[:24]
-
-
 def load() -> ModuleType:
     """The compiled loop (``ffi``, ``lib``), built now unless cached.
 
     Raises:
         BuildError: no compiler, or the loop did not compile (the message says why).
     """
-    if _loaded:
-        return _loaded[0]
-    name = f"_tf_loop_{_key()}"
-    root = cache_dir()
-    target = root / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
-    if not target.exists():
-        cffi = _cffi()
-        if shutil.which(os.environ.get("CC", "gcc")) is None and shutil.which("cc") is None:
-            raise BuildError("no C compiler (gcc/cc) on PATH")
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BuildError(f"cannot create the cache directory {root}: {e}") from None
-        ffi = cffi.FFI()
-        ffi.cdef(CDEF)
-        ffi.set_source(name, SOURCE, extra_compile_args=CFLAGS)
-        with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
-            out = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                    built = ffi.compile(tmpdir=tmp, verbose=False)
-            except Exception as e:  # distutils' CompileError, LinkError, cffi's errors
-                raise BuildError(f"the switch loop's C did not build: {e}") from None
-            os.replace(built, target)
-    spec = importlib.util.spec_from_file_location(name, target)
-    if spec is None or spec.loader is None:
-        raise BuildError(f"cannot load {target}")
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except ImportError as e:
-        raise BuildError(f"cannot load {target}: {e}") from None
-    _loaded.append(mod)
-    return mod
+    if not _loaded:
+        _loaded.append(compiled("_tf_loop_", SOURCE, CDEF, what="the switch loop's C"))
+    return _loaded[0]
 
 
 def address(ffi: Any, obj: Any) -> int:
