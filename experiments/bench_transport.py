@@ -6,6 +6,12 @@ namespaces, :mod:`host.stream_agent`); ``--fabric auto`` (``make bench-transport
 rows after the loopback ones, on the fabric of ``make fabric-up`` if one runs, else (root) on a
 default fabric with ``--link-mbps`` links brought up for the benchmark. Fabric rows carry
 ``capacity_mbps``: the link rate times the planes into the receiver.
+
+``--cpu`` measures the MRC transport's CPU time per packet instead (:func:`host.bench.cpu_bench`:
+a bulk transfer between two endpoints on loopback, sender and receiver side) into
+``results/bench_transport_cpu.csv``. ``--cpu-link-mbps`` (root) runs it in a private network
+namespace whose loopback a token bucket limits to that rate: packets then arrive one at a time,
+as at a fabric's link rates, and each costs a wakeup of the receiving I/O thread.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -20,7 +28,16 @@ from dataclasses import replace
 from typing import IO, TypedDict, Unpack
 
 from experiments.hosts import FABRIC_MESSAGE, STATE_FILE, HostProcess, read_running_state
-from host.bench import DEFAULT_SIZES, TRANSPORTS, BenchRow, loopback_bench, write_csv
+from host.bench import (
+    DEFAULT_SIZES,
+    TRANSPORTS,
+    BenchRow,
+    CpuRow,
+    cpu_bench,
+    loopback_bench,
+    write_cpu_csv,
+    write_csv,
+)
 from host.errors import FabricNotRunning, TransportError
 from host.stream_agent import RunSpec, host_args
 from topologies.emulation.bringup import own_fabric
@@ -153,6 +170,55 @@ def auto_fabric_bench(
         return fabric_bench(up.net.topology_path.resolve(), log=log, **kw)
 
 
+CPU_PAYLOADS = (1384, 8192)
+CPU_RUNS = 3
+
+
+def cpu_main(args: argparse.Namespace) -> int:
+    """``--cpu``: CPU per packet, ``--cpu-runs`` transfers per payload size."""
+    if args.cpu_link_mbps and not args.in_netns:
+        return _in_limited_netns(args.cpu_link_mbps)
+    label = f"lo {args.cpu_link_mbps:g} Mbit/s" if args.cpu_link_mbps else "lo unlimited"
+    rows: list[CpuRow] = []
+    for payload in [int(p) for p in args.cpu_payloads.split(",") if p]:
+        for _ in range(args.cpu_runs):
+            try:
+                row = cpu_bench(
+                    payload_bytes=payload,
+                    total_bytes=args.cpu_mbytes * 1024 * 1024,
+                    label=label,
+                )
+            except TransportError as e:
+                print(f"bench-transport --cpu: {e}", file=sys.stderr)
+                return 2
+            print(
+                f"{label:18s} payload {payload:5d} B  {row.data_packets:7d} packets  "
+                f"sender {row.sender_us_per_packet:6.2f} us/packet  "
+                f"receiver {row.receiver_us_per_packet:6.2f} us/packet  retx {row.retransmits}",
+                flush=True,
+            )
+            rows.append(row)
+    write_cpu_csv(rows, args.cpu_out)
+    print(f"wrote {args.cpu_out}")
+    return 0
+
+
+def _in_limited_netns(mbps: float) -> int:
+    """Run this command again in a new network namespace (``unshare -n``) whose loopback is
+    limited to ``mbps`` by a token bucket (both directions and planes share it)."""
+    if os.geteuid() != 0:
+        print("bench-transport: --cpu-link-mbps needs root (a private network namespace)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    again = shlex.join([sys.executable, "-m", "experiments.bench_transport", *sys.argv[1:]])
+    script = (
+        "ip link set lo up && "
+        f"tc qdisc add dev lo root tbf rate {mbps:g}mbit burst 32kb latency 20ms && "
+        f"exec {again} --in-netns"
+    )
+    return subprocess.run(["unshare", "-n", "sh", "-c", script], check=False).returncode
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m experiments.bench_transport", description=__doc__.splitlines()[0]
@@ -181,7 +247,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="'auto' without a running fabric: its link rate",
     )
     ap.add_argument("--results", default="results", help="where fabrics keep their state")
+    ap.add_argument("--cpu", action="store_true", help="CPU per packet of MRC instead")
+    ap.add_argument("--cpu-out", default="results/bench_transport_cpu.csv")
+    ap.add_argument("--cpu-payloads", default=",".join(str(p) for p in CPU_PAYLOADS))
+    ap.add_argument("--cpu-mbytes", type=int, default=64, help="bytes per transfer, MB")
+    ap.add_argument("--cpu-runs", type=int, default=CPU_RUNS)
+    ap.add_argument(
+        "--cpu-link-mbps",
+        type=float,
+        default=0.0,
+        help="root: limit loopback to this rate (a private network namespace)",
+    )
+    ap.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.cpu:
+        return cpu_main(args)
     transports = [t for t in args.transports.split(",") if t]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     fabric_kw = FabricBenchOptions(

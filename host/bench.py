@@ -35,7 +35,7 @@ import numpy as np
 from host.api import MessageConnection
 from host.baseline import TcpEndpoint, single_path_config
 from host.errors import TransportError, TransportTimeout
-from host.mrc.config import MrcConfig, loopback_config
+from host.mrc.config import FABRIC_PAYLOAD_BYTES, MrcConfig, fabric_config, loopback_config
 from host.mrc.endpoint import Endpoint
 from host.network import UdpNetwork
 from host.paths import RouteTable, loopback_evs, loopback_nics
@@ -146,8 +146,14 @@ def measure(
 
 
 def _cpu_s() -> float:
+    user, system = _cpu_times()
+    return user + system
+
+
+def _cpu_times() -> tuple[float, float]:
+    """This process's CPU seconds so far: (user + system, system)."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime + r.ru_stime, r.ru_stime
 
 
 def _retransmits(conn: MessageConnection) -> int:
@@ -217,6 +223,159 @@ def write_csv(rows: Sequence[BenchRow], path: str | pathlib.Path) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(BenchRow)])
+        w.writeheader()
+        for r in rows:
+            w.writerow(asdict(r))
+
+
+# -- CPU per packet -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuRow:
+    """One bulk transfer through two MRC endpoints on loopback: CPU time per packet, each side.
+
+    ``*_us_per_packet`` = the process's CPU time (user + system, every thread) during the
+    transfer ÷ the DATA packets it carried (sent, resp. received); the ACKs the receiver sends
+    and the sender takes in are part of that cost.
+    """
+
+    label: str
+    payload_bytes: int
+    msg_bytes: int
+    messages: int
+    depth: int
+    data_packets: int
+    sender_datagrams: int  # datagrams the sender sent and received
+    receiver_datagrams: int
+    elapsed_s: float
+    sender_cpu_s: float
+    sender_sys_s: float  # of which in the kernel
+    receiver_cpu_s: float
+    receiver_sys_s: float
+    sender_us_per_packet: float
+    receiver_us_per_packet: float
+    retransmits: int
+
+
+_Snap = tuple[float, float, int, int, int]  # CPU s, of which system, datagrams in, out, DATA
+
+
+def _cpu_receiver(payload_bytes: int, pipe: Pipe) -> None:
+    """The child of :func:`cpu_bench`: accept, consume, answer ``"cpu"`` with a snapshot of
+    (CPU seconds, datagrams in, datagrams out, DATA packets received)."""
+    net = UdpNetwork(loopback_nics(PLANES), ecn=True)
+    pipe.send(net.ports)
+    cfg = fabric_config(payload_bytes=payload_bytes)
+    ep = Endpoint(net, 1, RouteTable({0: loopback_evs(pipe.recv(), SPINES)}), cfg)
+    try:
+        conn = ep.accept(timeout=30)
+        while True:
+            try:
+                conn.recv(timeout=0.05)
+            except TransportTimeout:
+                pass
+            except TransportError:
+                break
+            if pipe.poll():
+                if pipe.recv() != "cpu":
+                    break
+                st, cs = ep.stats(), conn.stats()
+                pipe.send((*_cpu_times(), st.datagrams_in, st.datagrams_out, cs.packets_received))
+    finally:
+        ep.close()
+
+
+def cpu_bench(
+    *,
+    payload_bytes: int = FABRIC_PAYLOAD_BYTES,
+    msg_bytes: int = 1024 * 1024,
+    total_bytes: int = 64 * 1024 * 1024,
+    depth: int = 4,
+    label: str = "",
+    timeout_s: float = 120.0,
+) -> CpuRow:
+    """CPU per DATA packet of a bulk transfer between two endpoints on loopback, sender in
+    this process and receiver in a child (UDP sockets with ECN reading on, as on a fabric
+    host; MRC over 2 planes × 2 spines with :func:`fabric_config`)."""
+    ctx = mp.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_cpu_receiver, args=(payload_bytes, theirs), daemon=True)
+    proc.start()
+    try:
+        if not mine.poll(30):
+            raise TransportError("benchmark receiver did not start")
+        net = UdpNetwork(loopback_nics(PLANES), ecn=True)
+        peer_ports = mine.recv()
+        mine.send(net.ports)
+        cfg = fabric_config(payload_bytes=payload_bytes)
+        with Endpoint(net, 0, RouteTable({1: loopback_evs(peer_ports, SPINES)}), cfg) as ep:
+            conn = ep.connect(1)
+            payload = os.urandom(msg_bytes)
+            for _ in range(8):  # warm up: connection set-up, window growth
+                conn.send(payload, timeout=timeout_s).wait(timeout_s)
+
+            def snapshot() -> tuple[float, float, int, int, int, int, _Snap]:
+                mine.send("cpu")
+                if not mine.poll(timeout_s):
+                    raise TransportError("benchmark receiver did not answer")
+                theirs_now: _Snap = mine.recv()
+                st, cs = ep.stats(), conn.stats()
+                return (
+                    *_cpu_times(),
+                    st.datagrams_in,
+                    st.datagrams_out,
+                    cs.packets_sent,
+                    cs.retransmits,
+                    theirs_now,
+                )
+
+            n = max(1, total_bytes // msg_bytes)
+            s0 = snapshot()
+            t0 = time.monotonic()
+            window = []
+            for _ in range(n):
+                window.append(conn.send(payload, timeout=timeout_s))
+                if len(window) >= depth:
+                    window.pop(0).wait(timeout_s)
+            for h in window:
+                h.wait(timeout_s)
+            elapsed = time.monotonic() - t0
+            s1 = snapshot()
+        r0, r1 = s0[6], s1[6]
+        sent = s1[4] - s0[4]
+        received = r1[4] - r0[4]
+        tx_cpu, rx_cpu = s1[0] - s0[0], r1[0] - r0[0]
+        return CpuRow(
+            label,
+            payload_bytes,
+            msg_bytes,
+            n,
+            depth,
+            sent,
+            (s1[2] - s0[2]) + (s1[3] - s0[3]),
+            (r1[2] - r0[2]) + (r1[3] - r0[3]),
+            round(elapsed, 3),
+            round(tx_cpu, 3),
+            round(s1[1] - s0[1], 3),
+            round(rx_cpu, 3),
+            round(r1[1] - r0[1], 3),
+            round(tx_cpu / max(1, sent) * 1e6, 2),
+            round(rx_cpu / max(1, received) * 1e6, 2),
+            s1[5] - s0[5],
+        )
+    finally:
+        mine.send("stop")
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.terminate()
+
+
+def write_cpu_csv(rows: Sequence[CpuRow], path: str | pathlib.Path) -> None:
+    p = pathlib.Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(CpuRow)])
         w.writeheader()
         for r in rows:
             w.writerow(asdict(r))

@@ -32,9 +32,9 @@ from host.wire import (
     Packet,
     PacketType,
     ProbePacket,
-    encode_ack,
     encode_floor,
     encode_probe,
+    pack_ack,
     pack_data,
 )
 
@@ -327,23 +327,24 @@ class ConnectionCore:
             path = self.evs.for_reply(reply.echo_ev, now)
         if path is None:
             return None
-        self._send(
-            path,
-            encode_ack(
-                ptype=reply.ptype,
-                flags=reply.flags,
-                ev=path.ev.ev_id,
-                src_host=self.local_host,
-                dst_host=self.peer_host,
-                conn_id=self.conn_id,
-                cum=r.cum,
-                credit=r.credit,
-                echo_psn=reply.echo_psn,
-                echo_ts=reply.echo_ts,
-                echo_ev=reply.echo_ev,
-                unrel_done=r.unrel_done,
-                bitmap=r.mask,
-                max_bits=self.cfg.sack_bits,
+        ev = path.ev
+        self._tx(
+            ev,
+            pack_ack(
+                reply.ptype,
+                reply.flags,
+                ev.ev_id,
+                self.local_host,
+                self.peer_host,
+                self.conn_id,
+                r.cum,
+                r.credit,
+                reply.echo_psn,
+                reply.echo_ts,
+                reply.echo_ev,
+                r.unrel_done,
+                r.mask,
+                self.cfg.sack_bits,
             ),
         )
         return path

@@ -1,7 +1,7 @@
 """The MRC endpoint: one I/O thread per host process, and the blocking API on top of it.
 
 The I/O thread owns every :class:`~host.mrc.connection.ConnectionCore` of the endpoint: it
-waits (``selectors``) on the network's sockets and a wakeup socket, decodes and dispatches
+waits (epoll) on the network's sockets and a wakeup socket, decodes and dispatches
 datagrams (malformed or foreign ones are counted by :class:`~host.wire.DropReason` and
 dropped; nothing raised while handling one escapes the thread), runs timers on
 ``time.monotonic`` and lets each connection send. Application threads never touch protocol
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-import selectors
+import select
 import socket
 import threading
 import time
@@ -46,7 +46,7 @@ from host.mrc.health import PathHealth
 from host.mrc.receiver import PartialMessage, digest_of
 from host.mrc.recorder import Event, EventKind, Recorder
 from host.mrc.sender import SendOutcome
-from host.network import Network
+from host.network import Network, Selectable
 from host.paths import Ev, RouteTable
 from host.waits import wait_until
 from host.wire import DataPacket, DropReason, ProbePacket, WireError, decode
@@ -483,23 +483,37 @@ class Endpoint:
         return ok
 
     def _run(self) -> None:
-        sel = selectors.DefaultSelector()
+        # epoll itself rather than ``selectors``: its wrapper's Python code ran on every
+        # wakeup, and at fabric link rates a wakeup brings about one datagram
+        poller = select.epoll()
         try:
+            sources: dict[int, Selectable | None] = {}
             for s in self.network.selectables():
-                sel.register(s, selectors.EVENT_READ, s)
-            sel.register(self._wake_r, selectors.EVENT_READ, None)
+                sources[s.fileno()] = s
+            sources[self._wake_r.fileno()] = None
+            for fd in sources:
+                poller.register(fd, select.EPOLLIN)
+            max_events = len(sources)
+            receive, dispatch = self.network.receive, self._dispatch
+            monotonic = time.monotonic
             while not self._closing:
-                now = time.monotonic()
-                timeout = min(max(0.0, self._next_deadline(now) - now), MAX_SLEEP_S)
-                for key, _mask in sel.select(timeout):
-                    if key.data is None:
-                        self._drain_wake()
-                    else:
-                        now = time.monotonic()
-                        for data, _plane, ce in self.network.receive(key.data, RECV_BATCH):
-                            self._dispatch(data, ce, now)
-                self._run_commands()
-                self._poll_all(time.monotonic())
+                now = monotonic()
+                timeout = self._next_deadline(now) - now
+                # epoll waits whole milliseconds: round up, as ``selectors`` does
+                timeout = 0.0 if timeout <= 0 else math.ceil(min(timeout, MAX_SLEEP_S) * 1e3) * 1e-3
+                ready = poller.poll(timeout, max_events)
+                if ready:
+                    now = monotonic()
+                    for fd, _mask in ready:
+                        source = sources[fd]
+                        if source is None:
+                            self._drain_wake()
+                        else:
+                            for data, _plane, ce in receive(source, RECV_BATCH):
+                                dispatch(data, ce, now)
+                if self._commands:
+                    self._run_commands()
+                self._poll_all(monotonic())
         except BaseException as e:  # the loop itself broke: fail everything, visibly
             self._internal_errors += 1
             self.recorder.add(
@@ -517,7 +531,7 @@ class Endpoint:
             for conn in list(self._conns.values()):
                 conn._end(err)
         finally:
-            sel.close()
+            poller.close()
 
     def _drain_wake(self) -> None:
         try:
