@@ -631,6 +631,7 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
     tel = ctl.start_telemetry()
     if sub == "recent":
         last = int(p.opt("--last", 20))
+        ctl.settle_reports()  # a quiet fabric is flushed seldom: the last burst may wait
         rows = [_burst_row(ctl, r) for r in tel.recent()[-last:]] if last > 0 else []
         return Result.table(BURST_COLUMNS, rows, f"{tel.total} bursts recorded in {tel.csv_path}")
     for_s = p.opts.get("--for")
@@ -639,6 +640,7 @@ def cmd_telemetry(ctx: Context, p: Parsed) -> Result:
         for_s = DEFAULT_WATCH_S
     deadline = None if for_s is None else time.monotonic() + float(for_s)
     q = tel.subscribe()
+    ctl.watching()
     lines: list[str] = []
     emit = ctx.out or lines.append
     n = 0
@@ -707,8 +709,7 @@ def cmd_incast(ctx: Context, p: Parsed) -> Result:
     since = time.time()
     res = run_incast(plan, ctl.processes.hosts)
     time.sleep(settle_ms / 1000.0)
-    ctl.flush_reports()
-    time.sleep(0.05 + ctl.config.digest_max_timeout_ns / 1e9)
+    ctl.settle_reports()
     plane_switches = {s.name for s in ctl.fabric.switches if s.plane == plan.plane}
     bursts = [r for r in tel.recent(since) if r.switch in plane_switches]
     rows = [_burst_row(ctl, r) for r in bursts]

@@ -48,7 +48,12 @@ class ControllerConfig:
     """DigestEntry: how long the switch suppresses a duplicate of an unacknowledged message."""
     telemetry_flush_s: float = 0.5
     """Every this many seconds, a packet-out to the drop port (511) makes each switch's ingress
-    emit a burst record that ended after the last data packet (0: never)."""
+    emit a burst record that ended after the last data packet (0: never), while someone watches
+    telemetry or bursts were reported lately (:class:`controller.telemetry.FlushPacer`)."""
+    telemetry_idle_flush_s: float = 4.0
+    """With no watcher and no burst reported for this long, the flush interval doubles up to
+    this: a quiet fabric's switches are woken less; the last burst before a quiet spell may be
+    reported this late (``telemetry recent`` and ``incast`` flush on their own)."""
     recent_bursts: int = 10_000
     """Burst records kept in memory for ``incast`` and ``telemetry``."""
 

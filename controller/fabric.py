@@ -52,7 +52,7 @@ from controller.processes import FabricProcesses
 from controller.routes import affected_switches, desired_entities
 from controller.schema import Schema, load_p4info, pipeline_cookie
 from controller.switches import SwitchSession, SyncResult, for_each, run_parallel
-from controller.telemetry import TelemetryCollector
+from controller.telemetry import FlushPacer, TelemetryCollector
 from controller.wiring import Wiring
 from topologies.model import Fabric
 
@@ -157,7 +157,9 @@ class FabricController:
         self._trusted: set[str] = set()  # sessions whose mirror is known to match the switch
         self._expiry: threading.Timer | None = None
         self._flush_stop = threading.Event()
+        self._flush_kick = threading.Event()  # a watcher came: flush soon, not after a long wait
         self._flush_thread: threading.Thread | None = None
+        self._last_report: float | None = None  # monotonic time of the latest burst digest
         self._closed = False
         self._stopping = threading.Event()  # set by close(): reconnect loops end
         self._reconnect_lock = threading.Lock()
@@ -530,6 +532,7 @@ class FabricController:
                 except ControllerError:
                     tail = None
                 self.telemetry.add_digest(s.name, decoded, tail)
+                self._last_report = time.monotonic()
                 if self.config.telemetry_flush_s > 0:
                     # each ingress pass reports one finished burst: ask for the next at once
                     # rather than at the next flush round
@@ -554,9 +557,29 @@ class FabricController:
         for s in list(self.sessions.values()):
             self._flush(s)
 
+    def settle_reports(self) -> None:
+        """Flush every switch and wait until their pending burst records can have arrived (the
+        digest timeout and a little): what ``telemetry recent`` and ``incast`` read is current."""
+        self.flush_reports()
+        time.sleep(0.05 + self.config.digest_max_timeout_ns / 1e9)
+
+    def watching(self) -> None:
+        """Someone started watching telemetry: flush at the busy pace from now on."""
+        self._flush_kick.set()
+
     def _flush_loop(self) -> None:
-        while not self._flush_stop.wait(self.config.telemetry_flush_s):
+        cfg = self.config
+        pacer = FlushPacer(cfg.telemetry_flush_s, cfg.telemetry_idle_flush_s)
+        wait = pacer.busy_s
+        while True:
+            self._flush_kick.wait(wait)
+            if self._flush_stop.is_set():
+                return
+            self._flush_kick.clear()
             self.flush_reports()
+            tel = self.telemetry
+            watchers = tel.watcher_count if tel is not None else 0
+            wait = pacer.next_wait(time.monotonic(), watchers, self._last_report)
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -621,6 +644,7 @@ class FabricController:
             self._closed = True
         self._stopping.set()
         self._flush_stop.set()
+        self._flush_kick.set()
         if self._flush_thread is not None:
             self._flush_thread.join(timeout=2)
         if self.telemetry is not None:

@@ -33,7 +33,7 @@ from controller.errors import CommandError, ControllerError, FabricUnavailable
 from controller.fabric import FabricController
 from controller.output import Format, Result, render
 from controller.server import ControlServer, RequestError, parse_request
-from controller.telemetry import BurstRecord
+from controller.telemetry import BurstRecord, FlushPacer
 from host.wire import DATA_HEADER_BYTES
 from switch.device.device import Device
 from switch.p4rt import P4RuntimeServer
@@ -342,6 +342,48 @@ def test_telemetry_records_reach_csv_watchers_and_recent(ctl: FabricController) 
     ]
     assert ["p0s0", "1", "10", "20", "33", "40", ""] in rows
     assert "p0s0" in ctl.run_command(["telemetry", "recent", "--last", "2"])
+
+
+def test_flush_pacer_slows_down_when_quiet_and_speeds_up_for_watchers_and_reports() -> None:
+    pacer = FlushPacer(0.5, 4.0)
+    quiet = [pacer.next_wait(100.0 + i, 0, None) for i in range(6)]
+    assert quiet == [1.0, 2.0, 4.0, 4.0, 4.0, 4.0]  # doubles up to the idle maximum
+    assert pacer.next_wait(200.0, 1, None) == 0.5  # a watcher: the busy pace at once
+    assert pacer.next_wait(201.0, 0, None) == 1.0
+    assert pacer.next_wait(202.0, 0, 199.0) == 0.5  # a burst reported 3 s ago: still busy
+    assert pacer.next_wait(210.0, 0, 199.0) == 1.0  # 11 s ago: quiet again
+    assert FlushPacer(0.5, 0.1).idle_max_s == 0.5  # the quiet pace is never the faster one
+    with pytest.raises(ValueError):
+        FlushPacer(0, 4.0)
+
+
+def test_a_quiet_fabric_is_flushed_seldom_and_a_watch_brings_the_pace_back(
+    ctl: FabricController,
+) -> None:
+    tel = ctl.telemetry
+    assert tel is not None and tel.watcher_count == 0
+    flushes: list[float] = []
+    flush = ctl.flush_reports
+
+    def counted() -> None:
+        flushes.append(time.monotonic())
+        flush()
+
+    ctl._last_report = None  # no burst lately (earlier tests may have had some)
+    ctl.flush_reports = counted  # type: ignore[method-assign]
+    try:
+        time.sleep(3.0)  # busy pace (0.1 s) would be 30 rounds; quiet: 0.2, 0.4, 0.8, 1.6 ...
+        quiet = len(flushes)
+        assert quiet <= 8, flushes
+        q = tel.subscribe()
+        ctl.watching()
+        t0 = time.monotonic()
+        time.sleep(1.0)
+        fast = [t for t in flushes if t >= t0]
+        assert len(fast) >= 5, (quiet, fast)  # about every 0.1 s while someone watches
+        tel.unsubscribe(q)
+    finally:
+        del ctl.flush_reports  # the class's method again
 
 
 def test_server_runs_commands_validates_requests_and_streams(ctl: FabricController) -> None:
