@@ -47,7 +47,25 @@ def test_the_stall_is_the_longest_all_reduce_while_the_plane_was_down() -> None:
     figs = stall_figures(times, 4.0)
     assert figs["normal_ms"] == 50.0 and figs["first_done_ms"] == 6.0
     assert figs["stall_ms"] == pytest.approx(6994.0) and figs["extra_ms"] == pytest.approx(6944.0)
+    # the one caught in flight had its packets past the plane; the next one met the failure
+    assert figs["inflight_done_ms"] == 6.0 and figs["inflight_extra_ms"] == pytest.approx(6.0)
+    assert figs["next_done_ms"] == 7000.0
+    assert math.isnan(figs["one_plane_extra_ms"])  # nothing started on one plane after 1 s
     assert math.isnan(stall_figures([(-1.0, -0.5)], 4.0)["stall_ms"])
+
+
+def test_one_plane_alone_is_measured_once_every_connection_has_found_the_failure() -> None:
+    # 30 ms before; the caught one takes 70 ms (40 ms stalled), the next 60 ms on one plane,
+    # and from 1 s on one plane gives 60-90 ms all-reduces
+    times = [(-0.09, -0.06), (-0.06, -0.03), (-0.02, 0.05), (0.05, 0.11)]
+    times += [(1.0 + i * 0.1, 1.06 + i * 0.1 + (0.03 if i == 3 else 0.0)) for i in range(10)]
+    figs = stall_figures(times, 4.0)
+    assert figs["normal_ms"] == pytest.approx(30.0)
+    assert figs["inflight_done_ms"] == pytest.approx(50.0)
+    assert figs["inflight_extra_ms"] == pytest.approx(40.0)
+    assert figs["next_done_ms"] == pytest.approx(110.0)
+    assert figs["one_plane_extra_ms"] == pytest.approx(60.0)
+    assert figs["extra_ms"] == pytest.approx(60.0)  # the longest: one plane's, not the failure's
 
 
 def test_rates_parse_and_bad_ones_are_refused() -> None:
@@ -154,6 +172,8 @@ def test_failover_runs_are_summarised_and_recomputed_per_run(tmp_path: pathlib.P
     assert float(rows[0]["extra_ms"]) == pytest.approx(200.0)
     assert float(rows[0]["extra_max_ms"]) == pytest.approx(300.0)
     assert rows[0]["runs"] == "3"
+    assert float(rows[0]["inflight_done_max_ms"]) == pytest.approx(340.0)
+    assert float(rows[0]["next_done_ms"]) == float(rows[0]["next_done_max_ms"]) == 1050.0
     # a run with nothing stalled (no all-reduce while the plane was down) is left out
     nan_run = stall_figures([(-1.0, -0.5)], 4.0)
     assert failover_summary([*per_run, nan_run])["runs"] == 3
