@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 APT_PACKAGES := python3-venv python3-dev gcc iproute2 ethtool tcpdump tcpreplay iputils-ping mininet
 RESULTS := results
 
-.PHONY: help setup system-deps test test-unit lint bench-p4 fuzz-p4 bench-switch bench-ratelimit bench-transport p4-info clean
+.PHONY: help setup system-deps test test-unit lint bench-p4 fuzz-p4 bench-switch bench-ratelimit bench-transport bench-transport-cpu p4-info clean
 
 help:
 	@echo "make test        set up .venv and run the whole test suite"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench-p4-native  the same on the native executor -> results/bench_p4_native.csv"
 	@echo "make fuzz-p4 [FUZZ_PROGRAMS=10000]  random header/union/stack programs x packets: no crash"
 	@echo "make bench-transport  MRC / single path / TCP goodput and completion times -> results/bench_transport.csv"
+	@echo "make bench-transport-cpu [CPU_LINK_MBPS=40]  MRC's CPU per packet, sender and receiver -> results/bench_transport_cpu.csv"
 	@echo "make bench-switch  tf-switch on veths with tcpreplay -> results/bench_switch.csv (root)"
 	@echo "make bench-ratelimit  one switch through a 50-200 Mbit/s port -> results/bench_ratelimit.csv (root)"
 	@echo "make p4-info P4=prog.p4   write the P4Info of a program to build/"
@@ -99,6 +100,14 @@ bench-transport: $(STAMP)
 	@mkdir -p $(RESULTS)
 	$(PY) -m experiments.bench_transport --out $(RESULTS)/bench_transport.csv --fabric auto --results $(RESULTS) \
 	  $(EXP_LINK_ARG)
+
+# CPU per packet of MRC's sender and receiver (1 MiB messages over ::1; CPU_LINK_MBPS=40, root:
+# on a loopback rate-limited like a fabric link, where each packet wakes the receiver alone).
+CPU_LINK_MBPS ?=
+bench-transport-cpu: $(STAMP)
+	@mkdir -p $(RESULTS)
+	$(PY) -m experiments.bench_transport --cpu --cpu-out $(RESULTS)/bench_transport_cpu.csv \
+	  $(if $(CPU_LINK_MBPS),--cpu-link-mbps $(CPU_LINK_MBPS))
 
 p4-info: $(STAMP)
 	@mkdir -p build
