@@ -386,6 +386,32 @@ def test_a_quiet_fabric_is_flushed_seldom_and_a_watch_brings_the_pace_back(
         del ctl.flush_reports  # the class's method again
 
 
+def test_closing_the_controller_lets_the_last_burst_records_out(
+    fabric: Fabric, pipeline_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    with switches(fabric) as addresses:
+        ctl = FabricController(
+            fabric,
+            *pipeline_files,
+            results_dir=tmp_path,
+            addresses=addresses,
+            config=ControllerConfig(telemetry_flush_s=0.1),
+        )
+        flushed: list[bool] = []  # whether the periodic flushing had stopped by then
+        flush = ctl.flush_reports
+
+        def counted() -> None:
+            flushed.append(ctl._flush_stop.is_set())
+            flush()
+
+        ctl.flush_reports = counted  # type: ignore[method-assign]
+        with ctl:
+            ctl.connect()
+            ctl.push_pipeline()
+            ctl.start_telemetry()
+        assert flushed and flushed[-1], flushed  # one more round after the pacer stopped
+
+
 def test_server_runs_commands_validates_requests_and_streams(ctl: FabricController) -> None:
     with ControlServer(ctl, 0, topology="t.json") as srv:
         results = ctl.results_dir
