@@ -368,6 +368,7 @@ class SwitchDaemon:
                 raise OSError(e.errno, f"cannot open port {num}@{ifname}: {e.strerror}") from None
         self.device.io_drops = ports.drop_cells
         self.device.io_packets = ports.packets
+        self.device.loop_stats = self.loop_stats
         if self.args.pcap is not None:
             from switch.device.pcap import PcapWriter
 
@@ -393,6 +394,23 @@ class SwitchDaemon:
         for w in self.pcaps.values():
             w.close()
         self.pcaps.clear()
+
+    def loop_stats(self) -> dict[str, int]:
+        """The data-path loop's counters so far (``show_loop``): its rounds and how it waited;
+        with the wait in C, the C calls, their rounds, frames, waits and why they returned."""
+        out = {"rounds": self.rounds, "sleeps": self.sleeps, "polls": self.polls}
+        fast = self.fast
+        if fast is not None:
+            out |= {
+                "c_rounds": fast.rounds,
+                "c_frames": fast.frames,
+                "c_loop_calls": fast.loop_calls,
+                "c_loop_sleeps": fast.loop_sleeps,
+                "c_loop_polls": fast.loop_polls,
+            }
+            for reason, n in sorted(fast.loop_returns.items()):
+                out[f"c_loop_return_{native_loop.REASON_NAMES.get(reason, str(reason))}"] = n
+        return out
 
     # -- data path ---------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ class _Server(socketserver.ThreadingTCPServer):
                     "error": "no P4 program loaded yet (SetForwardingPipelineConfig)",
                 }
             try:
-                out = run_command(dev.state, dev.tm, req["cmd"])
+                out = run_command(dev.state, dev.tm, req["cmd"], loop=dev.loop_stats)
             except P4Error as e:
                 return {"ok": False, "error": e.message}
             except (ValueError, TypeError, KeyError, IndexError) as e:

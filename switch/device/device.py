@@ -308,6 +308,8 @@ class Device:
         self.tm.drop_cells = self.drop_cells
         # The ports' packets in and out (set by the daemon like ``io_drops``).
         self.io_packets: Callable[[], list[PortPackets]] | None = None
+        # The data-path loop's counters, name -> count (set by the daemon; ``show_loop``).
+        self.loop_stats: Callable[[], dict[str, int]] | None = None
         self._copies = 0  # made by pipelines no longer running
         self.on_packet_in: PacketInHook | None = None
         self.on_pipeline_change: Callable[[], None] | None = None

@@ -41,6 +41,7 @@ with the device lock held, from the data-path thread only.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from typing import Any
 
 from switch.device.device import Device
@@ -137,6 +138,7 @@ class RingFastPath:
         self.loop_calls = 0  # calls of ``loop`` that ran the C loop
         self.loop_sleeps = 0  # its coalescing sleeps
         self.loop_polls = 0  # its waits in ppoll
+        self.loop_returns: Counter[int] = Counter()  # its returns by reason (loop.REASONS)
         self.loop_error_port = -1  # the port index whose socket reported an error
         if c_loop:
             try:
@@ -581,6 +583,7 @@ class RingFastPath:
         self.loop_error_port = int(lp.err_port)
         rounds = int(lp.rounds)
         self.loop_calls += 1
+        self.loop_returns[reason] += 1
         self.loop_sleeps += int(lp.sleeps)
         self.loop_polls += int(lp.polls)
         if rounds:

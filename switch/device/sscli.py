@@ -388,6 +388,13 @@ COMMANDS: dict[str, Command] = {
         "set_queue_rate <rate>[pps|bps|mbps] [port]", 1, 2, set_queue_rate, "egress drain rate"
     ),
     "show_queues": Command("show_queues", 0, 0, show_queues, "queue depths and drops"),
+    "show_loop": Command(
+        "show_loop",
+        0,
+        0,
+        lambda st, tm, a: show_loop(None),
+        "the data-path loop's rounds, waits and why the C loop returned",
+    ),
     "show_drops": Command(
         "show_drops [port]", 0, 1, show_drops, "packets dropped by reason, port and queue"
     ),
@@ -501,12 +508,33 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def run_command(state: SwitchState, tm: TrafficManager | None, line: str | list[str]) -> str:
-    """Run one command line; return its output. Raises CliError/P4Error, changing nothing."""
+def show_loop(loop: Callable[[], dict[str, int]] | None) -> str:
+    """show_loop: the data-path loop's counters (rounds, waits; with the wait in C, its calls
+    and why they returned: ``switch.native.loop.REASONS``)."""
+    if loop is None:
+        raise CliError("show_loop: no data-path loop runs here")
+    stats = loop()
+    width = max(map(len, stats), default=0)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in stats.items())
+
+
+def run_command(
+    state: SwitchState,
+    tm: TrafficManager | None,
+    line: str | list[str],
+    *,
+    loop: Callable[[], dict[str, int]] | None = None,
+) -> str:
+    """Run one command line; return its output. Raises CliError/P4Error, changing nothing.
+    ``loop``: the data path's counters (``tf-switch``'s, for ``show_loop``)."""
     words = line.split() if isinstance(line, str) else list(line)
     if not words:
         return ""
     name, args = words[0], words[1:]
+    if name == "show_loop":
+        if args:
+            raise CliError("usage: show_loop")
+        return show_loop(loop)
     cmd = COMMANDS.get(name)
     if cmd is None:
         close = difflib.get_close_matches(name, COMMANDS, n=1)

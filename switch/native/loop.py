@@ -39,6 +39,16 @@ REASONS = {
     PORT_ERROR: "a port's socket reported an error (tf_loop.err_port)",
     BAD: "bad arguments",
 }
+REASON_NAMES = {
+    WAKE: "wake",
+    PYTHON: "python",
+    DIGEST: "digest",
+    DEADLINE: "deadline",
+    DROPS: "drops",
+    PORT_ERROR: "port_error",
+    BAD: "bad",
+}
+"""Short names of :data:`REASONS` (the runtime CLI's ``show_loop``)."""
 
 LOOP_TYPE = """
 typedef struct {

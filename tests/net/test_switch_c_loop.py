@@ -19,7 +19,9 @@ import time
 
 import pytest
 
+from switch.device.control import RuntimeCliClient
 from switch.device.fastpath import RingFastPath
+from switch.device.sscli import CliError, run_command
 from switch.pipeline.tables import TableEntry
 from switch.schema import ActionCall
 from tests.net import test_switch_loop as base
@@ -90,6 +92,33 @@ def test_the_loop_forwards_in_c_and_an_idle_switch_sleeps_there(rig_factory: obj
     # asleep in ppoll inside C: it returns to Python once a second at most (its deadline)
     assert fast.loop_calls - calls <= 4, fast.loop_calls - calls
     assert thread_cpu_s(d.loop_thread) - cpu <= 0.1
+
+
+def test_show_loop_says_how_the_loop_ran_and_why_it_returned(rig_factory: object) -> None:
+    rig = rig_factory()  # type: ignore[operator]
+    d = rig.daemon
+    _fast(rig)
+    for i in range(30):
+        rig.tx.send(frame(i))
+    assert [seq_of(f) for f in drain(rig.rx)] == list(range(30))
+    assert d.cli is not None
+    client = RuntimeCliClient(port=d.cli.port)
+    try:
+        reply = client.run("show_loop")
+        assert reply["ok"], reply
+        stats = {k: int(v) for k, v in (line.split() for line in reply["output"].splitlines())}
+        assert stats["c_frames"] >= 30 and stats["c_rounds"] >= 1
+        # taking the device lock for this command made the loop return: counted as a wake-up
+        assert stats["c_loop_return_wake"] >= 1
+        assert stats["c_loop_calls"] == sum(
+            v for k, v in stats.items() if k.startswith("c_loop_return_")
+        )
+        bad = client.run("show_loop now")
+        assert not bad["ok"] and "usage: show_loop" in bad["error"]
+    finally:
+        client.close()
+    with pytest.raises(CliError, match="no data-path loop runs here"):
+        run_command(d.device.state, None, "show_loop")  # as in an STF test: no loop
 
 
 def test_the_control_plane_gets_the_lock_at_once_and_reads_current_counters(
