@@ -96,6 +96,19 @@ def _receiver(transport: str, pipe: Pipe) -> None:
         closer()
 
 
+def send_windowed(
+    conn: MessageConnection, payload: bytes, n: int, depth: int, timeout_s: float
+) -> None:
+    """Send ``payload`` ``n`` times keeping ``depth`` messages outstanding; wait for all."""
+    window = []
+    for _ in range(n):
+        window.append(conn.send(payload, timeout=timeout_s))
+        if len(window) >= depth:
+            window.pop(0).wait(timeout_s)
+    for h in window:
+        h.wait(timeout_s)
+
+
 def measure(
     conn: MessageConnection,
     msg_bytes: int,
@@ -114,13 +127,7 @@ def measure(
     cpu0 = _cpu_s()
     retx0 = _retransmits(conn)
     t0 = time.monotonic()
-    window = []
-    for _ in range(n):
-        window.append(conn.send(payload, timeout=timeout_s))
-        if len(window) >= depth:
-            window.pop(0).wait(timeout_s)
-    for h in window:
-        h.wait(timeout_s)
+    send_windowed(conn, payload, n, depth, timeout_s)
     elapsed = time.monotonic() - t0
     m = max(5, min(mct_messages, (64 * 1024 * 1024) // msg_bytes))
     mcts = []
@@ -333,13 +340,7 @@ def cpu_bench(
             n = max(1, total_bytes // msg_bytes)
             s0 = snapshot()
             t0 = time.monotonic()
-            window = []
-            for _ in range(n):
-                window.append(conn.send(payload, timeout=timeout_s))
-                if len(window) >= depth:
-                    window.pop(0).wait(timeout_s)
-            for h in window:
-                h.wait(timeout_s)
+            send_windowed(conn, payload, n, depth, timeout_s)
             elapsed = time.monotonic() - t0
             s1 = snapshot()
         r0, r1 = s0[6], s1[6]
