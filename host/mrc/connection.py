@@ -136,6 +136,11 @@ class ConnectionCore:
         self.last_persist = now
         self.pto_count = 0  # tail-loss probes sent since the peer was last heard
         self.failed: str | None = None
+        self.touched = True
+        """Input arrived since the last :meth:`poll` (a datagram, a shared verdict; the
+        endpoint also sets it for its commands): :meth:`poll` may have work before
+        :meth:`next_deadline`. Without it, a poll before the deadline computed after the last
+        poll does nothing, so the endpoint polls only touched or due connections."""
         self.drops: Counter[str] = Counter()
         self._tx: Transmit = _no_transmit
         self.health = health
@@ -149,6 +154,7 @@ class ConnectionCore:
         """Another connection of the endpoint found (plane, spine) silent (see
         :mod:`host.mrc.health`): stop sending there and resend what is in flight there."""
         self._now = now
+        self.touched = True
         for ev_id in self.evs.on_shared(plane, spine, now):
             self.sender.evacuate(ev_id, now)
 
@@ -162,6 +168,7 @@ class ConnectionCore:
     def on_packet(self, pkt: Packet, ce: bool, now: float) -> None:
         """One validated datagram of this connection."""
         self._now = now
+        self.touched = True
         # a silence is at most the gap since the last packet: the usual packet skips the rest
         if now - self.last_rx > self.longest_silence_s and self.sender.outstanding():
             self.longest_silence_s = max(self.longest_silence_s, now - self._silent_since())
@@ -190,6 +197,7 @@ class ConnectionCore:
     def poll(self, now: float, transmit: Transmit) -> None:
         """Run due timers and send what is due: replies, probes, FLOOR, then data."""
         self._now = now
+        self.touched = False
         if self.failed:
             return
         self._tx = transmit

@@ -293,6 +293,8 @@ class Endpoint:
         self._sample_s = sample_interval_ms / 1e3
         self._next_sample = math.inf if self._sample_s <= 0 else 0.0
         self._cores: dict[_Key, ConnectionCore] = {}
+        self._due: dict[_Key, float] = {}
+        """Each core's ``next_deadline`` as of its last poll (see ``ConnectionCore.touched``)."""
         self.health = PathHealth(self.config.ev)
         """Path-timeout verdicts shared by this endpoint's connections (``share_verdicts``)."""
         self._conns: dict[_Key, Connection] = {}
@@ -412,6 +414,7 @@ class Endpoint:
         def run() -> None:
             core = self._cores.get(key)
             if core is not None:
+                core.touched = True
                 fn(core, time.monotonic())
 
         if quiet and self._closed:
@@ -423,6 +426,7 @@ class Endpoint:
             core = self._cores.get(key)
             if core is None:
                 raise ConnectionClosed(f"no connection {key[1]:#x} to host {key[0]}")
+            core.touched = True
             return fn(core, time.monotonic())
 
         return self._run_in_loop(run)
@@ -448,6 +452,7 @@ class Endpoint:
 
     def _drop_core(self, key: _Key) -> None:
         core = self._cores.pop(key, None)
+        self._due.pop(key, None)
         if core is not None:
             core.detach()
 
@@ -470,6 +475,7 @@ class Endpoint:
             health=self.health,
         )
         self._cores[key] = core
+        self._due[key] = -math.inf
         self.recorder.add(
             Event(
                 now, self.host_id, key[1], EventKind.CONNECT, -1, float(key[0]), f"{len(evs)} EVs"
@@ -496,9 +502,10 @@ class Endpoint:
             max_events = len(sources)
             receive, dispatch = self.network.receive, self._dispatch
             monotonic = time.monotonic
+            deadline = -math.inf
             while not self._closing:
                 now = monotonic()
-                timeout = self._next_deadline(now) - now
+                timeout = deadline - now
                 # epoll waits whole milliseconds: round up, as ``selectors`` does
                 timeout = 0.0 if timeout <= 0 else math.ceil(min(timeout, MAX_SLEEP_S) * 1e3) * 1e-3
                 ready = poller.poll(timeout, max_events)
@@ -513,7 +520,7 @@ class Endpoint:
                                 dispatch(data, ce, now)
                 if self._commands:
                     self._run_commands()
-                self._poll_all(monotonic())
+                deadline = self._poll_all(monotonic())
         except BaseException as e:  # the loop itself broke: fail everything, visibly
             self._internal_errors += 1
             self.recorder.add(
@@ -549,14 +556,6 @@ class Endpoint:
                 fn()
             except Exception as e:  # a command must not kill the loop
                 self._internal_error(0, e)
-
-    def _next_deadline(self, now: float) -> float:
-        t = self._next_sample
-        for core in self._cores.values():
-            d = core.next_deadline(now)
-            if d < t:
-                t = d
-        return t
 
     def _dispatch(self, data: bytes, ce: bool, now: float) -> None:
         self._in += 1
@@ -600,18 +599,39 @@ class Endpoint:
             self._accept_cv.notify_all()
         return core
 
-    def _poll_all(self, now: float) -> None:
+    def _poll_all(self, now: float) -> float:
+        """Poll the connections that have work (touched since their last poll, or due) and
+        return when the loop must run next (``now`` or earlier: at once).
+
+        A connection that is neither touched nor due is skipped: with no input since its last
+        poll, :meth:`ConnectionCore.poll` does nothing before the deadline it reported then.
+        """
         if now >= self._next_sample:
             self._next_sample = now + self._sample_s
             for core in self._cores.values():
                 core.sample(now, self.recorder)
+        t = self._next_sample
+        due = self._due
+        polled = False
         for key, core in list(self._cores.items()):
-            try:
-                core.poll(now, self._transmit)
-            except Exception as e:
-                self._internal_error(key[1], e)
-                core.failed = core.failed or f"internal error: {e!r}"
-            self._publish(key, core)
+            d = due[key]
+            if core.touched or d <= now:
+                polled = True
+                try:
+                    core.poll(now, self._transmit)
+                except Exception as e:
+                    self._internal_error(key[1], e)
+                    core.failed = core.failed or f"internal error: {e!r}"
+                    core.touched = False
+                self._publish(key, core)
+                d = due[key] = core.next_deadline(now)
+            if d < t:
+                t = d
+        if polled:  # a poll may have touched a connection polled before it (shared verdicts)
+            for core in self._cores.values():
+                if core.touched:
+                    return now
+        return t
 
     def _publish(self, key: _Key, core: ConnectionCore) -> None:
         conn = self._conns.get(key)
