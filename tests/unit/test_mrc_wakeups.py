@@ -18,7 +18,7 @@ from host.mrc.endpoint import Endpoint
 from host.mrc.receiver import digest_of
 from host.mrc.sim import CorePair, sim_evs
 from host.paths import Ev, RouteTable
-from host.wire import WireError, decode
+from host.wire import DataPacket, PacketType, WireError, decode
 from topologies.model import FabricSpec, build_fabric
 
 CFG = MrcConfig(payload_bytes=1000)
@@ -198,3 +198,35 @@ def test_a_poll_that_touches_an_earlier_connection_wakes_the_loop_at_once(
     second.touched = True
     assert ep._poll_all(t0 + 0.001) == t0 + 0.001
     assert first.touched
+
+
+def test_a_delayed_ack_is_a_deadline_of_its_own() -> None:
+    # a quiet receiver holding a delayed ACK must be polled when it falls due: its
+    # next_deadline says so (the endpoint skips a connection until then)
+    pair = CorePair(LAZY_ACKS, sim_evs(), default=LinkProfile(delay_ms=0.3), seed=1)
+    msg = b"x" * 3000  # three packets: only the last asks for an ACK at once
+    pair.a.submit(0, msg, digest_of(msg), True, 0.0)
+    sent: list[tuple[int, bytes]] = []
+    txs = [pair._transmit(0), pair._transmit(1)]
+
+    def rec(side: int) -> Callable[[Ev, bytes], bool]:
+        def tx(ev: Ev, data: bytes) -> bool:
+            sent.append((side, data))
+            return txs[side](ev, data)
+
+        return tx
+
+    pair.a.poll(0.0, rec(0))
+    assert [s for s, _ in sent] == [0, 0, 0]
+    first = min(pair._heap)  # the first packet arrives; the other two are lost
+    t, _seq, dst, _ev, data = first
+    pkt = decode(data)
+    assert dst == 1 and isinstance(pkt, DataPacket) and pkt.index == 0
+    pair.b.on_packet(pkt, False, t)
+    pair.b.poll(t, rec(1))
+    assert len(sent) == 3  # the ACK is held (ack_every_packets 64, ack_delay 0.2 ms)
+    due = pair.b.next_deadline(t)
+    assert t < due <= t + LAZY_ACKS.ack_delay_ms / 1e3 + 1e-9
+    pair.b.poll(due, rec(1))
+    assert [s for s, _ in sent] == [0, 0, 0, 1]  # the delayed ACK left at its deadline
+    assert decode(sent[3][1]).ptype is PacketType.ACK
