@@ -226,10 +226,19 @@ def _run_sizes(
 
 
 def write_csv(rows: Sequence[BenchRow], path: str | pathlib.Path) -> None:
+    _write_rows(rows, BenchRow, path)
+
+
+def _write_rows(
+    rows: Sequence[BenchRow] | Sequence[CpuRow],
+    row_type: type[BenchRow] | type[CpuRow],
+    path: str | pathlib.Path,
+) -> None:
+    """``rows`` as a CSV with one column per field of ``row_type``."""
     p = pathlib.Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with p.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(BenchRow)])
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(row_type)])
         w.writeheader()
         for r in rows:
             w.writerow(asdict(r))
@@ -373,10 +382,4 @@ def cpu_bench(
 
 
 def write_cpu_csv(rows: Sequence[CpuRow], path: str | pathlib.Path) -> None:
-    p = pathlib.Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(CpuRow)])
-        w.writeheader()
-        for r in rows:
-            w.writerow(asdict(r))
+    _write_rows(rows, CpuRow, path)
