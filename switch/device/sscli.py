@@ -392,7 +392,7 @@ COMMANDS: dict[str, Command] = {
         "show_loop",
         0,
         0,
-        lambda st, tm, a: show_loop(None),
+        lambda st, tm, a: show_loop(None),  # no data-path loop given: says so
         "the data-path loop's rounds, waits and why the C loop returned",
     ),
     "show_drops": Command(
@@ -531,10 +531,6 @@ def run_command(
     if not words:
         return ""
     name, args = words[0], words[1:]
-    if name == "show_loop":
-        if args:
-            raise CliError("usage: show_loop")
-        return show_loop(loop)
     cmd = COMMANDS.get(name)
     if cmd is None:
         close = difflib.get_close_matches(name, COMMANDS, n=1)
@@ -542,4 +538,6 @@ def run_command(
         raise CliError(f"unknown command '{name}'{hint}; valid commands: {', '.join(COMMANDS)}")
     if len(args) < cmd.min_args or (cmd.max_args is not None and len(args) > cmd.max_args):
         raise CliError(f"usage: {cmd.usage}")
+    if name == "show_loop" and loop is not None:  # the data path's, given by the caller
+        return show_loop(loop)
     return cmd.handler(state, tm, args)
