@@ -1,6 +1,6 @@
 """``make exp-failover``: a plane fails in the middle of a stream of messages, MRC vs single path.
 
-``python -m experiments.failover [--link-mbps 5] [--out results/plane_failure.csv]`` brings up
+``python -m experiments.failover [--link-mbps 50] [--out results/plane_failure.csv]`` brings up
 the default fabric (2 planes x (2 leaves + 2 spines), 4 hosts), streams messages from h1 to h3
 (different leaves, so every path crosses a spine) at ``--load-fraction`` of the capacity into
 h3 (P links) with MRC and then with the single-path baseline (which can carry at most one
@@ -45,7 +45,7 @@ Goodput is message bytes delivered to the receiving application (in order, from 
 receiver's CSV), in Mbit/s; an EV's goodput is the bytes acknowledged on it (the sender's
 per-EV ``bytes_acked`` samples every ``--sample-ms``). Delivered bytes are used for the
 connection because ACKs are coalesced (every 8 packets or 4 packet times), which makes
-acknowledged bytes arrive in lumps that a 25 ms window turns into false dips.
+acknowledged bytes arrive in lumps that a short window turns into false dips.
 
 Time 0 is the start of the ``fail plane`` command (the controller computes the new tables,
 then writes them to the plane's switches in parallel, so the plane goes down somewhere before
@@ -57,7 +57,8 @@ and ``recovery_after_applied_ms`` a lower one. Computing the tables first takes 
 command, and on a loaded machine all of it can take 100 ms: ``recovery_ms``, from the command
 start, is only a loose upper bound.
 
-Recovery time: once the goodput over ``window_ms`` (centred on the time: a trailing window
+Recovery time: once the goodput over the window (25 ms at 5 Mbit/s, scaled with the packet
+time but never below 10 ms: 10 ms at the default 50 Mbit/s; centred on the time: a trailing window
 reports every change half a window late) has fallen below (P-1)/P of the pre-failure goodput
 (the mean over the second before the failure), the first instant at which it is back above
 and stays above on average for ``hold_ms``; 0 when it did not fall below within
@@ -66,7 +67,8 @@ from the first write's send until the windowed goodput stays at or above (P-1)/P
 first window at or above it after the last window below it that starts within those 100 ms
 (a second stall counts as well, and a dip that lasts beyond the 100 ms counts to its end).
 Later dips are congestion on the remaining planes, which the stream overloads, and the
-quantisation of a 25 ms window (one 4 KiB message is 1.3 Mbit/s of it).
+quantisation of the window (a 4 KiB message is a fifth of 25 ms at 5 Mbit/s, a 21st of
+10 ms at 50).
 
 Waits for the host processes are :data:`experiments.mrc_fabric.TIMEOUTS` (minutes): a busy
 machine makes a run slower, not a failure; a seed that fails anyway is recorded and the
@@ -174,8 +176,8 @@ SUMMARY_HEADER = ("transport", "figure", *SUMMARY_COLUMNS)
 FIGURES = (
     SeedFigure(
         "recovery_after_sent_ms",
-        "recovery (ms): first switch write sent -> goodput (25 ms window) back >= (P-1)/P of "
-        "before, held 100 ms",
+        "recovery (ms): first switch write sent -> goodput (window: 25 ms at 5 Mbit/s, 10 ms "
+        "from 12.5 on) back >= (P-1)/P of before, held 100 ms",
     ),
     SeedFigure(
         "recovery_after_applied_ms",
@@ -203,12 +205,23 @@ FIGURES = (
 )
 """The console table's figures (the summary CSV has every figure)."""
 BASELINES = {"mrc": "single_path"}
+DEFAULT_LINK_MBPS = 50.0
+"""10x the 5 Mbit/s the experiment ran at while the switches forwarded in Python."""
+WINDOW_REF_MBPS = 5.0
+"""The link rate at which ``bin_ms`` and ``window_ms`` hold as given."""
+
+
+def at_link_rate(ms: float, link_mbps: float) -> float:
+    """``ms`` at :data:`WINDOW_REF_MBPS`, scaled with the packet time to ``link_mbps``."""
+    return ms * WINDOW_REF_MBPS / link_mbps
 
 
 @dataclass(frozen=True)
 class FailoverParams(ExperimentOutputs):
     run_subdir: ClassVar[str] = "failover"
-    fabric: FabricParams = field(default_factory=lambda: FabricParams(link_mbps=5.0, ecn_packets=8))
+    fabric: FabricParams = field(
+        default_factory=lambda: FabricParams(link_mbps=DEFAULT_LINK_MBPS, ecn_packets=8)
+    )
     src: str = "h1"
     dst: str = "h3"
     msg_bytes: int = 4096
@@ -227,6 +240,18 @@ class FailoverParams(ExperimentOutputs):
     sample_ms: float = 1.0
     bin_ms: float = 5.0
     window_ms: float = 25.0
+    """``bin_ms`` and ``window_ms`` hold at :data:`WINDOW_REF_MBPS` and scale with the packet
+    time (:func:`at_link_rate`), so that a window holds as many packets and messages at every
+    link rate, but the window is never shorter than ``min_window_ms``."""
+    min_window_ms: float = 10.0
+    """The hosts' scheduling on a busy 2-core machine delays deliveries by a few ms whatever
+    the link rate: a 2.5 ms window (25 ms scaled to 50 Mbit/s) dips below (P-1)/P with no
+    failure at all."""
+
+    def window_s(self, link_mbps: float) -> float:
+        """The goodput window at ``link_mbps``: 25 ms at 5 Mbit/s, 10 ms from 12.5 Mbit/s on."""
+        return max(at_link_rate(self.window_ms, link_mbps), self.min_window_ms) / 1e3
+
     hold_ms: float = 100.0
     dip_within_ms: float = 100.0
     """Only a fall below the threshold that starts this soon after the failure (the first
@@ -405,7 +430,9 @@ def analyse(
         return recv_cum[i - 1] if i else 0
 
     end = max(s.times[-1] for s in evs.values())
-    bin_s, win_s = p.bin_ms / 1e3, p.window_ms / 1e3
+    link = fabric.spec.link_mbps
+    bin_s = at_link_rate(p.bin_ms, link) / 1e3
+    win_s = p.window_s(link)
     grid = [t0 - 1.0 + i * bin_s for i in range(int((end - (t0 - 1.0)) / bin_s) + 1)]
     rows: list[tuple[object, ...]] = []
     window: list[tuple[float, float]] = []  # (t, goodput over the window centred on t)
@@ -624,7 +651,8 @@ def plot(
     ax.set_ylabel("ms (mean over seeds, 95 % CI; dots: seeds)")
     ax.set_title(
         "recovery and stays-above count from the first switch write's send;\n"
-        "(P-1)/P of the goodput before, over a 25 ms window centred on each instant",
+        f"(P-1)/P of the goodput before, over a {_window_label(seeds)} window centred on each "
+        "instant",
         fontsize=9,
     )
     _bars(fig.add_subplot(grid[nt:, 1]), transports, summary, seeds, BAR_GOODPUT)
@@ -644,6 +672,13 @@ def plot(
     plt.close(fig)
 
 
+def _window_label(seeds: list[dict[str, str]]) -> str:
+    """The goodput window of the runs in ``seeds`` (it scales with their link rate)."""
+    d = FailoverParams()
+    links = sorted({float(r["link_mbps"]) for r in seeds if r.get("link_mbps")})
+    return "/".join(f"{d.window_s(link) * 1e3:g} ms" for link in links) or "?"
+
+
 def _plot_series(
     ax: Axes, axs: Axes, tr: str, series: list[dict[str, str]], seeds: list[dict[str, str]]
 ) -> None:
@@ -660,7 +695,7 @@ def _plot_series(
         ts,
         [float(r["goodput_window_mbps"]) for r in mine if r["ev"] == first_ev],
         color="black",
-        label="connection (25 ms window, centred)",
+        label=f"connection ({_window_label(seeds)} window, centred)",
     )
     per_plane: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for r in mine:

@@ -162,6 +162,19 @@ def test_settling_waits_for_the_end_of_a_dip_that_outlasts_the_horizon() -> None
     assert failover._recovery_s(series, 0.0, 5.0, hold_s=0.1, horizon_s=0.1) == pytest.approx(0.145)
 
 
+def test_the_failover_window_holds_the_same_packets_at_every_link_rate() -> None:
+    # 25 ms at 5 Mbit/s (about ten 1,516-byte packet times) scales to 2.5 ms at 50 ...
+    assert failover.at_link_rate(25.0, 5.0) == 25.0
+    assert failover.at_link_rate(25.0, failover.DEFAULT_LINK_MBPS) == pytest.approx(2.5)
+    p = failover.FailoverParams()
+    assert p.fabric.link_mbps == failover.DEFAULT_LINK_MBPS
+    # ... but the goodput window keeps 10 ms (the hosts' scheduling jitter) from 12.5 Mbit/s on
+    assert p.window_s(5.0) == pytest.approx(0.025) and p.window_s(10.0) == pytest.approx(0.0125)
+    assert p.window_s(50.0) == pytest.approx(0.010) == p.window_s(200.0)
+    assert failover._window_label([{"link_mbps": "50.0"}, {"link_mbps": "50.0"}]) == "10 ms"
+    assert failover._window_label([{"link_mbps": "5"}, {"link_mbps": "50"}]) == "25 ms/10 ms"
+
+
 def test_a_failover_run_record_reads_back(tmp_path: pathlib.Path) -> None:
     p = failover.FailoverParams(fabric=FabricParams(results_dir=str(tmp_path)))
     rec = failover.RunRecord("mrc", 2, 0.01, 1, 5.0, 5.02, 5.001, 5.01, tmp_path / "x", 1.5, [])
