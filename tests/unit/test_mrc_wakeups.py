@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 import time
@@ -18,7 +19,7 @@ from host.mrc.endpoint import Endpoint
 from host.mrc.receiver import digest_of
 from host.mrc.sim import CorePair, sim_evs
 from host.paths import Ev, RouteTable
-from host.wire import DataPacket, PacketType, WireError, decode
+from host.wire import DataPacket, PacketType, ProbePacket, WireError, decode
 from topologies.model import FabricSpec, build_fabric
 
 CFG = MrcConfig(payload_bytes=1000)
@@ -230,3 +231,41 @@ def test_a_delayed_ack_is_a_deadline_of_its_own() -> None:
     pair.b.poll(due, rec(1))
     assert [s for s, _ in sent] == [0, 0, 0, 1]  # the delayed ACK left at its deadline
     assert decode(sent[3][1]).ptype is PacketType.ACK
+
+
+def test_a_sender_blocked_by_the_peers_credit_probes_on_time() -> None:
+    # data waits, nothing is in flight (the receiving application has not freed its buffer):
+    # the persist probe is a deadline of its own, so it leaves every persist interval even
+    # though nothing else wakes the connection
+    cfg = replace(CFG, max_recv_buffer_bytes=8_000)
+    pair = CorePair(cfg, sim_evs(), default=LinkProfile(delay_ms=0.3), seed=2)
+    first, second = b"a" * 6_000, b"b" * 6_000
+    pair.a.submit(0, first, digest_of(first), True, 0.0)
+    pair.a.submit(1, second, digest_of(second), True, 0.0)  # beyond the credit until released
+    probes: list[float] = []
+    transmit = pair._transmit
+
+    def recording(side: int) -> Callable[[Ev, bytes], bool]:
+        tx = transmit(side)
+
+        def rec(ev: Ev, data: bytes) -> bool:
+            if side == 0 and isinstance(decode(data), ProbePacket):
+                probes.append(pair.now)
+            return tx(ev, data)
+
+        return rec
+
+    pair._transmit = recording  # type: ignore[method-assign]
+    r = pair.b.receiver
+    pair.run(lambda p: bool(r.ready) and not p.a.sender.flight, max_s=1.0)
+    assert r.ready.popleft() == first
+    probes.clear()
+    pair.run(max_s=pair.now + 0.33)
+    interval = cfg.persist_interval_ms / 1e3
+    assert len(probes) >= 5, probes
+    gaps = [b - a for a, b in itertools.pairwise(probes)]
+    assert all(interval - 1e-9 <= g <= interval + 0.002 for g in gaps), gaps
+    assert not r.ready  # still blocked: nothing of the second message was sent
+    r.release(len(first))  # the application frees its buffer: the next ACK widens the credit
+    pair.run(lambda p: bool(r.ready), max_s=pair.now + 1.0)
+    assert r.ready.popleft() == second
