@@ -171,6 +171,7 @@ def test_the_failover_window_holds_the_same_packets_at_every_link_rate() -> None
     # ... but the goodput window keeps 10 ms (the hosts' scheduling jitter) from 12.5 Mbit/s on
     assert p.window_s(5.0) == pytest.approx(0.025) and p.window_s(10.0) == pytest.approx(0.0125)
     assert p.window_s(50.0) == pytest.approx(0.010) == p.window_s(200.0)
+    assert p.bin_s(5.0) == pytest.approx(0.005) and p.bin_s(50.0) == pytest.approx(0.002)
     assert failover._window_label([{"link_mbps": "50.0"}, {"link_mbps": "50.0"}]) == "10 ms"
     assert failover._window_label([{"link_mbps": "5"}, {"link_mbps": "50"}]) == "25 ms/10 ms"
 
