@@ -342,12 +342,13 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mi
         try:
             if not self.arbiter.is_primary_stream(session):
                 raise P4RTError(PERMISSION_DENIED, "only the primary client may send packets")
+            if self.device.cpu_port is None:  # fixed at start: refused without the lock,
+                # which would wake the data path for nothing
+                raise P4RTError(FAILED_PRECONDITION, "the device has no CPU port")
             with self.device.lock:
                 pipeline = self.device.pipeline
                 if pipeline is None or self.device.state is None:
                     raise P4RTError(FAILED_PRECONDITION, NO_PIPELINE)
-                if self.device.cpu_port is None:
-                    raise P4RTError(FAILED_PRECONDITION, "the device has no CPU port")
                 values = packet_out_values(self.view_for(pipeline), req.packet)
                 self.device.packet_out(req.packet.payload, values)
             self.device.wakeup.set()

@@ -276,3 +276,16 @@ def test_too_many_streams_for_a_role_is_resource_exhausted() -> None:
             )
         )
         assert extra.ended().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_packet_out_to_a_device_without_a_cpu_port_is_refused_without_its_lock() -> None:
+    # refused at once, even while the data path holds the device (taking the lock would wake
+    # it and wait for it: ~1 ms of a busy switch's time per refused packet)
+    with running(cpu_port=None) as h:
+        primary = h.streams[0]
+        with h.device.lock:
+            primary.send(_packet_out(packet(kind=1), 2))
+            err = primary.expect("error").error
+        assert err.canonical_code == code_pb2.FAILED_PRECONDITION
+        assert "no CPU port" in err.message
+        assert h.server.service.stats.packet_out_errors == 1
