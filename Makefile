@@ -189,7 +189,8 @@ bench-controller: $(STAMP)
 # MRC vs the single-path baseline through the fabric (root; README "MRC through the fabric").
 # Each brings up its own default fabric (refused while another runs) and stops it. Link rate:
 # LINK_MBPS when given on the command line, else the experiment's own (failover 50 Mbit/s,
-# collisions 2 Mbit/s: rates at which the switches and the hosts' MRC fit in the machine's CPUs).
+# collisions 20 Mbit/s with a 16 ms burst allowance at the switch ports: 10x the rates at which
+# the switches forwarded in Python).
 # SEEDS=N runs every variant under seeds 0..N-1 (default: failover 5, collisions 3).
 EXP_LINK_ARG = $(if $(filter command line,$(origin LINK_MBPS)),--link-mbps $(LINK_MBPS))
 EXP_SEEDS_ARG = $(if $(SEEDS),--seeds $(SEEDS))

@@ -138,6 +138,10 @@ class FabricParams:
     """Every port's CE-marking threshold (the controller's ``ecn K``); None: its default."""
     trim_packets: int | None = None
     """Every port's trimming threshold (the controller's ``trim K``); None: no trimming."""
+    queue_burst_us: float | None = None
+    """How far ahead of its exact schedule a port may send (the switches' ``--queue-burst-us``:
+    a token bucket this many microseconds of the link rate deep, the long-run rate unchanged);
+    None: the switches' default (200 us)."""
 
     def spec(self) -> FabricSpec:
         return FabricSpec(
@@ -148,6 +152,17 @@ class FabricParams:
     def goodput_capacity_mbps(self) -> float:
         """Message bytes one link carries per second when full of DATA packets."""
         return self.link_mbps * PAYLOAD_EFFICIENCY
+
+
+def _burst_us(text: str) -> float:
+    """``--queue-burst-us``: microseconds, 0 .. 1,000,000 (what ``tf-switch`` accepts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError("must be 0..1000000 (us)")
+    return value
 
 
 def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
@@ -166,6 +181,15 @@ def add_fabric_args(ap: argparse.ArgumentParser, d: FabricParams) -> None:
         default=d.trim_packets,
         help="trim UDP packets that find this many packets queued (the "
         "controller's 'trim K'; MRC resends them on a NACK); default off",
+    )
+    ap.add_argument(
+        "--queue-burst-us",
+        type=_burst_us,
+        default=d.queue_burst_us,
+        help="how far ahead of its exact schedule a switch port may send (a token bucket "
+        "this deep; default: "
+        + ("the switches' own" if d.queue_burst_us is None else f"{d.queue_burst_us:g}")
+        + ")",
     )
     ap.add_argument(
         "--wait-s",
@@ -203,6 +227,7 @@ def fabric_params(a: argparse.Namespace) -> FabricParams:
         wait_s=a.wait_s,
         ecn_packets=a.ecn_packets,
         trim_packets=a.trim_packets,
+        queue_burst_us=a.queue_burst_us,
     )
 
 
@@ -230,7 +255,12 @@ def run_mode(
 def own_fabric(params: FabricParams) -> Iterator[BringUp]:
     """:func:`topologies.emulation.bringup.own_fabric` for ``params``, with its ECN and trimming
     thresholds set."""
-    with bringup.own_fabric(params.spec(), params.results_dir, wait_s=params.wait_s) as up:
+    with bringup.own_fabric(
+        params.spec(),
+        params.results_dir,
+        wait_s=params.wait_s,
+        queue_burst_us=params.queue_burst_us,
+    ) as up:
         if params.ecn_packets is not None and up.controller is not None:
             up.controller.run_command(["ecn", str(params.ecn_packets)])
         if params.trim_packets is not None and up.controller is not None:

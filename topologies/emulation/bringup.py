@@ -258,11 +258,16 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def own_fabric(
-    spec: FabricSpec, results_dir: str = "results", *, wait_s: float = 0.0
+    spec: FabricSpec,
+    results_dir: str = "results",
+    *,
+    wait_s: float = 0.0,
+    queue_burst_us: float | None = None,
 ) -> Iterator[BringUp]:
     """A fabric of ``spec`` brought up (every path verified) for one run and stopped after it.
 
     ``wait_s``: how long to wait for another fabric on the machine to go away first.
+    ``queue_burst_us``: the switches' ``--queue-burst-us`` (None: their default).
 
     Its state file is the usual ``<results_dir>/fabric/state.json``, so ``make fabric-up``
     refuses to start meanwhile; SIGTERM and SIGHUP stop it too.
@@ -279,7 +284,10 @@ def own_fabric(
     run_dir = pathlib.Path(results_dir) / "fabric"
     options = FabricNetOptions(
         switch=SwitchOptions(
-            log_dir=str(run_dir / "logs"), link_mbps=spec.link_mbps, queue_depth=spec.queue_depth
+            log_dir=str(run_dir / "logs"),
+            link_mbps=spec.link_mbps,
+            queue_depth=spec.queue_depth,
+            queue_burst_us=queue_burst_us,
         ),
         results_dir=results_dir,
     )

@@ -90,6 +90,9 @@ class SwitchOptions:
     """Egress queue drain rate of every port: the emulated link capacity."""
     queue_depth: int = 64
     """Egress queue capacity in packets."""
+    queue_burst_us: float | None = None
+    """tf only: how far ahead of its exact schedule a rate-limited port may send (``tf-switch
+    --queue-burst-us``: a token bucket this deep); None: the switch's default."""
     bmv2_binary: str = BMV2_BINARY
 
     def validate(self) -> None:
@@ -99,6 +102,11 @@ class SwitchOptions:
             raise FabricNetError(
                 f"unknown launch mode '{self.launch}': use one of {', '.join(LAUNCH_MODES)}"
             )
+        if self.queue_burst_us is not None:
+            if self.target != "tf":
+                raise FabricNetError("queue_burst_us is a tf-switch option (TARGET=tf)")
+            if not 0 <= self.queue_burst_us <= 1_000_000:
+                raise FabricNetError("queue_burst_us must be 0..1000000 (us)")
         if self.target == "bmv2" and shutil.which(self.bmv2_binary) is None:
             raise FabricNetError(
                 f"TARGET=bmv2 needs BMv2's {self.bmv2_binary} on PATH, and it "
@@ -275,6 +283,8 @@ def switch_argv(model: SwitchModel, options: SwitchOptions) -> list[str]:
             "--queue-depth",
             str(o.queue_depth),
         ]
+        if o.queue_burst_us is not None:
+            args += ["--queue-burst-us", f"{o.queue_burst_us:g}"]
     else:
         args += ["--log-level", o.log_level]
     return [
