@@ -657,8 +657,8 @@ def plot(
         if xlim_ms is None:
             links = [float(r["link_mbps"]) for r in seeds if r.get("link_mbps")]
             d = FailoverParams()
-            k = d.window_s(max(links)) / d.window_s(WINDOW_REF_MBPS) if links else 1.0
-            xlim_ms = (-200.0 * k, 600.0 * k)
+            shrink = d.window_s(max(links)) / d.window_s(WINDOW_REF_MBPS) if links else 1.0
+            xlim_ms = (-200.0 * shrink, 600.0 * shrink)
         first.set_xlim(*xlim_ms)
     _bars(fig.add_subplot(grid[:nt, 1]), transports, summary, seeds, BAR_TIMES)
     ax = fig.axes[-1]
