@@ -247,19 +247,9 @@ class FailoverParams(ExperimentOutputs):
     """The hosts' scheduling on a busy 2-core machine delays deliveries by a few ms whatever
     the link rate: a 2.5 ms window (25 ms scaled to 50 Mbit/s) dips below (P-1)/P with no
     failure at all."""
-
     min_bin_ms: float = 2.0
     """Bins (the per-EV goodput of the series CSV and the plot) are never shorter: the ACKs
     that feed them come in batches, and a 0.5 ms bin shows the batches, not the goodput."""
-
-    def bin_s(self, link_mbps: float) -> float:
-        """The bin at ``link_mbps``: 5 ms at 5 Mbit/s, 2 ms from 12.5 Mbit/s on."""
-        return max(at_link_rate(self.bin_ms, link_mbps), self.min_bin_ms) / 1e3
-
-    def window_s(self, link_mbps: float) -> float:
-        """The goodput window at ``link_mbps``: 25 ms at 5 Mbit/s, 10 ms from 12.5 Mbit/s on."""
-        return max(at_link_rate(self.window_ms, link_mbps), self.min_window_ms) / 1e3
-
     hold_ms: float = 100.0
     dip_within_ms: float = 100.0
     """Only a fall below the threshold that starts this soon after the failure (the first
@@ -279,6 +269,14 @@ class FailoverParams(ExperimentOutputs):
     def fail_offset_s(self, seed: int) -> float:
         """The seed's offset of the failure instant (see :attr:`fail_jitter_ms`)."""
         return seed_rng("failover", seed).uniform(0.0, self.fail_jitter_ms / 1e3)
+
+    def bin_s(self, link_mbps: float) -> float:
+        """The bin at ``link_mbps``: 5 ms at 5 Mbit/s, 2 ms from 12.5 Mbit/s on."""
+        return max(at_link_rate(self.bin_ms, link_mbps), self.min_bin_ms) / 1e3
+
+    def window_s(self, link_mbps: float) -> float:
+        """The goodput window at ``link_mbps``: 25 ms at 5 Mbit/s, 10 ms from 12.5 Mbit/s on."""
+        return max(at_link_rate(self.window_ms, link_mbps), self.min_window_ms) / 1e3
 
 
 @dataclass
@@ -655,9 +653,9 @@ def plot(
         )
     if first is not None:
         if xlim_ms is None:
-            links = [float(r["link_mbps"]) for r in seeds if r.get("link_mbps")]
+            links = _link_rates(seeds)
             d = FailoverParams()
-            shrink = d.window_s(max(links)) / d.window_s(WINDOW_REF_MBPS) if links else 1.0
+            shrink = d.window_s(links[-1]) / d.window_s(WINDOW_REF_MBPS) if links else 1.0
             xlim_ms = (-200.0 * shrink, 600.0 * shrink)
         first.set_xlim(*xlim_ms)
     _bars(fig.add_subplot(grid[:nt, 1]), transports, summary, seeds, BAR_TIMES)
@@ -686,11 +684,15 @@ def plot(
     plt.close(fig)
 
 
+def _link_rates(seeds: list[dict[str, str]]) -> list[float]:
+    """The link rates of the runs in ``seeds``, ascending."""
+    return sorted({float(r["link_mbps"]) for r in seeds if r.get("link_mbps")})
+
+
 def _window_label(seeds: list[dict[str, str]]) -> str:
     """The goodput window of the runs in ``seeds`` (it scales with their link rate)."""
     d = FailoverParams()
-    links = sorted({float(r["link_mbps"]) for r in seeds if r.get("link_mbps")})
-    return "/".join(f"{d.window_s(link) * 1e3:g} ms" for link in links) or "?"
+    return "/".join(f"{d.window_s(link) * 1e3:g} ms" for link in _link_rates(seeds)) or "?"
 
 
 def _plot_series(
