@@ -62,6 +62,7 @@ from host.stream_agent import RunSpec, host_args
 from host.wire import DATA_HEADER_BYTES
 from topologies.emulation import bringup
 from topologies.emulation.bringup import BringUp, FabricBusy
+from topologies.emulation.mnfabric import QUEUE_BURST_MAX_US
 from topologies.model import FabricSpec
 
 TM_EXTRA_BYTES = 64
@@ -155,13 +156,13 @@ class FabricParams:
 
 
 def _burst_us(text: str) -> float:
-    """``--queue-burst-us``: microseconds, 0 .. 1,000,000 (what ``tf-switch`` accepts)."""
+    """``--queue-burst-us``: microseconds, 0 .. what ``tf-switch`` accepts."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= 1_000_000:
-        raise argparse.ArgumentTypeError("must be 0..1000000 (us)")
+    if not 0 <= value <= QUEUE_BURST_MAX_US:
+        raise argparse.ArgumentTypeError(f"must be 0..{QUEUE_BURST_MAX_US} (us)")
     return value
 
 

@@ -71,6 +71,10 @@ class FabricNetError(RuntimeError):
     """The fabric cannot be built or a switch did not come up (the message says why)."""
 
 
+QUEUE_BURST_MAX_US = 1_000_000
+"""The largest ``--queue-burst-us`` that ``tf-switch`` accepts."""
+
+
 @dataclass(frozen=True)
 class SwitchOptions:
     """How every switch process of a fabric is started."""
@@ -105,8 +109,8 @@ class SwitchOptions:
         if self.queue_burst_us is not None:
             if self.target != "tf":
                 raise FabricNetError("queue_burst_us is a tf-switch option (TARGET=tf)")
-            if not 0 <= self.queue_burst_us <= 1_000_000:
-                raise FabricNetError("queue_burst_us must be 0..1000000 (us)")
+            if not 0 <= self.queue_burst_us <= QUEUE_BURST_MAX_US:
+                raise FabricNetError(f"queue_burst_us must be 0..{QUEUE_BURST_MAX_US} (us)")
         if self.target == "bmv2" and shutil.which(self.bmv2_binary) is None:
             raise FabricNetError(
                 f"TARGET=bmv2 needs BMv2's {self.bmv2_binary} on PATH, and it "
