@@ -18,7 +18,12 @@ frame is worth: the loop then sleeps ``--coalesce-us`` (a timer, not the sockets
 the batch that gathered meanwhile, at most ``BATCH`` frames per round, until a round finds at
 most one frame and it goes back to ``poll``. Under overload the rings fill and the kernel
 drops at the ring (counted as ``rx_overrun``): the switch keeps forwarding at its own pace
-instead of spending itself on frames it will drop. ``--busy-poll US`` keeps spinning on the
+instead of spending itself on frames it will drop. After a round that filled a batch the loop
+gives the core to any other process waiting for it (``sched_yield``, ``--yield-when-full``):
+switches that share cores then take turns batch by batch, so an overloaded first switch cannot
+hold a core for a whole time slice and overrun the ring of the next switch, which would drop
+frames the first one already forwarded; an overloaded fabric drops at its first hop, as one
+with a core per switch would. ``--busy-poll US`` keeps spinning on the
 rings for US microseconds after the last frame instead of sleeping (for a switch pinned to a
 core of its own).
 
@@ -196,6 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
         "sleeping (for a switch pinned to its own core; default 0: never spin)",
     )
     ap.add_argument(
+        "--yield-when-full",
+        choices=("on", "off"),
+        default="on",
+        help="after a round that filled a batch, give the core to any other process waiting "
+        "for it before the next (on, the default: switches that share cores take turns batch "
+        "by batch, so an overloaded first hop does not fill the next one's ring with frames it "
+        "then drops; costs nothing on an idle core)",
+    )
+    ap.add_argument(
         "--c-loop",
         choices=("on", "off"),
         default=os.environ.get("TF_C_LOOP", "on"),
@@ -317,6 +331,7 @@ class SwitchDaemon:
         self.rounds = 0  # data-path rounds so far
         self.sleeps = 0  # of those, followed by a coalescing sleep
         self.polls = 0  # of those, followed by a wait in poll/select
+        self.yields = 0  # of those, full ones followed by sched_yield (--yield-when-full)
         self.fast: RingFastPath | None = None  # the C rounds, when the loop uses them
         if args.queue_rate:
             from switch.device.sscli import parse_rate
@@ -398,7 +413,12 @@ class SwitchDaemon:
     def loop_stats(self) -> dict[str, int]:
         """The data-path loop's counters so far (``show_loop``): its rounds and how it waited;
         with the wait in C, the C calls, their rounds, frames, waits and why they returned."""
-        out = {"rounds": self.rounds, "sleeps": self.sleeps, "polls": self.polls}
+        out = {
+            "rounds": self.rounds,
+            "sleeps": self.sleeps,
+            "polls": self.polls,
+            "yields": self.yields,
+        }
         fast = self.fast
         if fast is not None:
             out |= {
@@ -407,6 +427,7 @@ class SwitchDaemon:
                 "c_loop_calls": fast.loop_calls,
                 "c_loop_sleeps": fast.loop_sleeps,
                 "c_loop_polls": fast.loop_polls,
+                "c_loop_yields": fast.loop_yields,
             }
             for reason, n in sorted(fast.loop_returns.items()):
                 out[f"c_loop_return_{native_loop.REASON_NAMES.get(reason, str(reason))}"] = n
@@ -439,6 +460,7 @@ class SwitchDaemon:
         rings = [p for p in ports.ports if p.rx_mode == "ring"]
         coalesce_s = self.args.coalesce_us / 1e6
         busy_s = self.args.busy_poll / 1e6 if rings else 0.0
+        yield_full = self.args.yield_when_full == "on"
         early_us = dev.tm.burst_us / 2
         last_work = 0.0
         _fine_timer_slack()
@@ -467,7 +489,9 @@ class SwitchDaemon:
                 assert fast is not None
                 with hold():
                     rounds = fast.rounds
-                    reason = fast.loop(idle_us, self.args.coalesce_us, self.args.busy_poll)
+                    reason = fast.loop(
+                        idle_us, self.args.coalesce_us, self.args.busy_poll, yield_full
+                    )
                 if reason >= 0:
                     self.rounds += fast.rounds - rounds
                     if reason == native_loop.WAKE:
@@ -524,6 +548,9 @@ class SwitchDaemon:
                             log.debug("port %d: sent %d bytes", port, len(data))
             frames = []
             if got >= limit:
+                if yield_full:  # --yield-when-full: other switches on this core take a turn
+                    self.yields += 1
+                    os.sched_yield()
                 continue  # more are waiting, surely
             if got or out:
                 last_work = time.monotonic()

@@ -138,6 +138,7 @@ class RingFastPath:
         self.loop_calls = 0  # calls of ``loop`` that ran the C loop
         self.loop_sleeps = 0  # its coalescing sleeps
         self.loop_polls = 0  # its waits in ppoll
+        self.loop_yields = 0  # the cores it gave away after a full round (--yield-when-full)
         self.loop_returns: Counter[int] = Counter()  # its returns by reason (loop.REASONS)
         self.loop_error_port = -1  # the port index whose socket reported an error
         if c_loop:
@@ -548,7 +549,7 @@ class RingFastPath:
         )
         self._loop = lp
 
-    def loop(self, wait_us: int, coalesce_us: int, busy_us: int) -> int:
+    def loop(self, wait_us: int, coalesce_us: int, busy_us: int, yield_full: bool = True) -> int:
         """Rounds and waits in C (:mod:`switch.native.loop`) until Python has work or
         ``wait_us`` has passed; the reason it returned (``switch.native.loop.REASONS``), or
         -1: the loop does not apply now (run a Python round). Call with the device lock held,
@@ -576,7 +577,7 @@ class RingFastPath:
         lp.deadline_us = now + wait_us
         lp.start = pset._rr
         lp.limit = MAX_LIMIT
-        lp.coalesce_us, lp.busy_us = coalesce_us, busy_us
+        lp.coalesce_us, lp.busy_us, lp.yield_full = coalesce_us, busy_us, int(yield_full)
         lp.early_us = tm.burst_us / 2
         reason = int(self._loop_mod.lib.tf_loop_run(*self._loop_args, lp))
         pset._rr = lp.start
@@ -586,6 +587,7 @@ class RingFastPath:
         self.loop_returns[reason] += 1
         self.loop_sleeps += int(lp.sleeps)
         self.loop_polls += int(lp.polls)
+        self.loop_yields += int(lp.yields)
         if rounds:
             self.rounds += rounds
             nd = int(lp.ndrop)

@@ -4,7 +4,8 @@
 same cache) runs a program's ``tf_ring_round`` (given by address: the loop is one shared
 object for every program) again and again, and between rounds does what the daemon's Python
 loop does (:meth:`switch.daemon.SwitchDaemon.run_loop`): another round at once after a full
-one, a ``--coalesce-us`` sleep after a round that found several frames, ``--busy-poll``
+one (first giving the core to any other process waiting for it, ``--yield-when-full``), a
+``--coalesce-us`` sleep after a round that found several frames, ``--busy-poll``
 spinning, else ``ppoll`` on the ports' rings and the wake-up pipe until a frame, a wake-up or
 the next departure of a packet waiting in a queue in C (half the burst allowance early), to the
 microsecond. It gives the GIL back for all that time (cffi releases it around the call), so
@@ -53,10 +54,10 @@ REASON_NAMES = {
 LOOP_TYPE = """
 typedef struct {
     int64_t start_ns; int wake_fd; const int *wake_flag; int limit;
-    int coalesce_us, busy_us; double early_us; int64_t deadline_us; const uint64_t *digests;
+    int coalesce_us, busy_us, yield_full; double early_us; int64_t deadline_us; const uint64_t *digests;
     int *drop_code; int *drop_port; int drop_cap;
     int start; int reason; int err_port; int ndrop; uint64_t touched;
-    int64_t got, deq, rounds, sleeps, polls; uint64_t now;
+    int64_t got, deq, rounds, sleeps, polls, yields; uint64_t now;
 } tf_loop;
 """
 """The loop's state, shared by Python (cffi) and C: arguments in, what the call did out."""
@@ -77,6 +78,7 @@ SOURCE = (
 #include <string.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 """
@@ -126,7 +128,7 @@ int tf_loop_run(uintptr_t round_fn, uintptr_t X, uintptr_t Pa, int np, uintptr_t
     tf_port *P = (tf_port *)Pa;
     tf_round *R = (tf_round *)Ra;
     L->reason = 0; L->err_port = -1; L->ndrop = 0; L->touched = 0;
-    L->got = L->deq = L->rounds = L->sleeps = L->polls = 0;
+    L->got = L->deq = L->rounds = L->sleeps = L->polls = L->yields = 0;
     if (!round || !X || !P || !R || np <= 0 || np > L_MAX_PORTS || L->limit <= 0
         || L->drop_cap < L->limit || L->start < 0 || L->start >= np) {
         L->reason = L_BAD;
@@ -156,7 +158,12 @@ int tf_loop_run(uintptr_t round_fn, uintptr_t X, uintptr_t Pa, int np, uintptr_t
         L->touched |= R->touched;
         if (R->nspill || R->spill_kind || R->odd) { L->reason = L_PYTHON; break; }
         if (*L->digests) { L->reason = L_DIGEST; break; }
-        if (got >= L->limit) continue;  /* more are waiting, surely */
+        if (got >= L->limit) {
+            /* more are waiting, surely; but a process that keeps the core for a whole time
+               slice overruns the rings of the switches it feeds, which then drop what it did */
+            if (L->yield_full) { L->yields++; sched_yield(); }
+            continue;
+        }
         if (got || R->ndeq) last_work = now;
         /* the next departure of a packet waiting in a queue in C, half the burst early */
         double nxt = -1;

@@ -242,6 +242,10 @@ def test_overload_keeps_delivering_and_every_frame_is_accounted_for(rig_factory:
     assert took_in == put_out + drops + totals.queued_pkts, (took_in, put_out, cells)
     assert len(arrivals) <= put_out
     assert took_in <= int(sent)
+    # full rounds gave the core away before the next (--yield-when-full on, the default)
+    with d.device.lock:
+        stats = d.loop_stats()
+    assert stats["yields"] + stats.get("c_loop_yields", 0) > 0, stats
     print(f"flood of {sent}: switch took in {took_in}, sent {put_out}, per 0.5 s {windows}")
 
 
