@@ -29,7 +29,13 @@ physical reference; its forwarding runs in softirq context, so the CPU columns s
 ``--target bmv2`` runs BMv2's ``simple_switch_grpc`` as the switches (on PATH).
 ``--sender-priority low|idle`` runs the senders at ``nice 19`` or ``SCHED_IDLE`` (for every
 network kind alike): in a physical network the load generator is another machine, here it
-shares the cores with the switches it overloads. ``--per-switch`` prints, for every step, each
+shares the cores with the switches it overloads. ``--sender-cpus N`` goes further: the senders
+run on the last N CPUs and everything else (switches, receivers, the host NICs' NAPI threads) on
+the others, as if the generator were another machine; the first switch's receive (into its
+ring, or the drop when the ring is full) runs on the sending CPU, as a NIC's DMA would. On a
+2-core machine the fabric then has one core. ``--sender xdp`` makes the datagrams in the kernel
+(:data:`SENDERS`: ``udpblast xdp``, a BPF program in BPF_PROG_RUN's live-frame mode), fast
+enough to offer 10x the fabric's peak from one core. ``--per-switch`` prints, for every step, each
 busy switch's CPU share and the packets its interfaces took in and sent out (the kernel's
 counters), the UDP receive errors of the receiving hosts, the CPU of the hosts' NAPI threads and
 the switch ports' transmit drops: where an overloaded fabric drops. ``--host-napi`` chooses how
@@ -53,6 +59,8 @@ import os
 import pathlib
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -60,7 +68,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 
 from switch import bench_net
-from topologies.model import Fabric, FabricSpec, build_fabric
+from topologies.model import Fabric, FabricSpec, build_fabric, port_ifname
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BLAST_PORT = 5999
@@ -314,6 +322,99 @@ than its socket buffer (``--per-switch`` shows its UDP receive errors) and the r
 measures the receiver, not the fabric. ``high``: ``nice -10``."""
 
 
+SENDERS = ("udp", "xdp")
+"""``--sender``: how the load is made. ``udp``: ``udpblast send``, datagrams through the sending
+host's IPv6/UDP stack (a socket, ``sendmmsg``), ~1.3 M/s on one core here. ``xdp``: ``udpblast
+xdp``, the same datagrams (header, sequence numbers, send times) made and sent by the kernel
+from a BPF program (BPF_PROG_RUN's live-frame mode), ~5 M/s on one core: what 10x the fabric's
+peak takes. It keeps its CPU busy at any rate, so it needs ``--sender-cpus``, and it needs the
+first leaf's port to receive through NAPI: GRO is turned on there for its steps (no UDP is
+merged) and off again after."""
+
+
+def blast_frame(
+    src_mac: str, dst_mac: str, src: str, dst: str, size: int, sender_id: int, run: int
+) -> bytes:
+    """An Ethernet/IPv6/UDP frame as ``udpblast send`` would have its host's stack make it (hop
+    limit 64, UDP checksum zero as ``UDP_NO_CHECK6_TX``, both ports :data:`BLAST_PORT`), the
+    payload's header with sequence number and send time zero: what ``udpblast xdp`` sends (its
+    BPF program writes those two into every copy)."""
+    payload = (b"TFUB" + struct.pack("!BBH", 1, sender_id, run) + bytes(16)).ljust(size, b"\0")
+    udp = struct.pack("!HHHH", BLAST_PORT, BLAST_PORT, 8 + size, 0) + payload
+    ip6 = (
+        struct.pack("!IHBB", 6 << 28, len(udp), 17, 64)
+        + socket.inet_pton(socket.AF_INET6, src)
+        + socket.inet_pton(socket.AF_INET6, dst)
+    )
+    macs = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", ""))
+    return macs + b"\x86\xdd" + ip6 + udp
+
+
+def xdp_frame(fabric: Fabric, flow: Flow, size: int, sender_id: int, run: int) -> bytes:
+    """:func:`blast_frame` for ``flow``: from its NIC's MAC to its leaf's (the host's static
+    neighbour), to the path's address."""
+    nic = next(n for n in fabric.host(flow.src).nics if n.address == flow.src_address)
+    leaf_mac = fabric.switch(nic.leaf).mac
+    return blast_frame(nic.mac, leaf_mac, flow.src_address, flow.address, size, sender_id, run)
+
+
+def first_port(fabric: Fabric, flow: Flow) -> tuple[str, str]:
+    """The sending NIC of ``flow`` and the first leaf's port it is cabled to."""
+    nic = next(n for n in fabric.host(flow.src).nics if n.address == flow.src_address)
+    return nic.ifname, port_ifname(nic.leaf, nic.leaf_port)
+
+
+@contextlib.contextmanager
+def napi_receive(ports: Sequence[str]) -> Iterator[None]:
+    """GRO (so a NAPI context) on these switch ports for a while: ``udpblast xdp`` hands its
+    frames to the veth peer's NAPI queue, which a port without one refuses."""
+    from switch.device.offloads import disable_offloads, enable_gro
+
+    try:
+        for port in ports:
+            if not enable_gro(port):
+                raise BenchError(f"cannot turn GRO on for {port}: the xdp sender needs it")
+        yield
+    finally:
+        for port in ports:
+            with contextlib.suppress(OSError):
+                disable_offloads(port)
+
+
+def cpu_split(sender_cpus: int) -> tuple[set[int], set[int]]:
+    """``--sender-cpus N``: the CPUs of the senders (the last ``N`` this process may use) and
+    those of everything else the benchmark runs (switches, receivers, host NICs' NAPI threads).
+
+    Raises:
+        BenchError: ``N`` leaves no CPU for one side.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if not 0 < sender_cpus < len(cpus):
+        raise BenchError(
+            f"--sender-cpus {sender_cpus}: this machine gives the benchmark {len(cpus)} CPUs; "
+            f"the senders and the fabric need at least one each"
+        )
+    return set(cpus[-sender_cpus:]), set(cpus[:-sender_cpus])
+
+
+def pin(pids: Sequence[int], cpus: set[int]) -> int:
+    """Every thread of these processes onto ``cpus``; how many threads were pinned (threads
+    started later inherit their creator's CPUs)."""
+    n = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task.name), cpus)
+                    n += 1
+    return n
+
+
+def _on_cpus(cpus: set[int] | None) -> list[str]:
+    """The command prefix that runs a program on ``cpus`` (none: wherever the kernel likes)."""
+    return ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+
+
 def run_step(
     net: Network,
     blast: pathlib.Path,
@@ -324,6 +425,8 @@ def run_step(
     sender_priority: str = "normal",
     per_switch: bool = False,
     receiver_priority: str = "normal",
+    split: tuple[set[int], set[int]] | None = None,
+    sender: str = "udp",
 ) -> Row:
     """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row.
 
@@ -331,10 +434,14 @@ def run_step(
     left queued in the network is not counted (``stale``).
     """
     run = next(_runs) & 0xFFFF
+    sender_cpus, fabric_cpus = split or (None, None)
+    if fabric_cpus:
+        pin([*net.switch_pids.values(), *napi_threads().values()], fabric_cpus)
     receivers = {
         dst: _in_host(
             net.enter[dst],
             [
+                *_on_cpus(fabric_cpus),
                 *RECEIVER_PRIORITIES[receiver_priority],
                 str(blast),
                 "recv",
@@ -358,26 +465,34 @@ def run_step(
         dst_drops0 = {d: host_udp_drops(net.enter[d]) for d in receivers} if per_switch else {}
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
         per_flow = pps / len(flows)
-        senders = [
-            _in_host(
-                net.enter[f.src],
-                [
-                    *SENDER_PRIORITIES[sender_priority],
-                    str(blast),
-                    "send",
-                    f.address,
-                    str(BLAST_PORT),
-                    f"{per_flow:.3f}",
-                    str(step_s),
-                    str(size),
-                    str(i),
-                    f.src_address,
-                    str(run),
-                ],
-            )
-            for i, f in enumerate(flows)
-        ]
-        sent = [_result(s, step_s + 10, f"the sender on {f.src}") for s, f in zip(senders, flows)]
+
+        def sender_argv(i: int, f: Flow) -> list[str]:
+            if sender == "xdp":
+                nic = first_port(net.fabric, f)[0]
+                frame = xdp_frame(net.fabric, f, size, i, run).hex()
+                return ["xdp", nic, frame, f"{per_flow:.3f}", str(step_s)]
+            return [
+                "send", f.address, str(BLAST_PORT), f"{per_flow:.3f}", str(step_s), str(size),
+                str(i), f.src_address, str(run),
+            ]  # fmt: skip
+
+        ports = [first_port(net.fabric, f)[1] for f in flows] if sender == "xdp" else []
+        with napi_receive(ports):
+            senders = [
+                _in_host(
+                    net.enter[f.src],
+                    [
+                        *_on_cpus(sender_cpus),
+                        *SENDER_PRIORITIES[sender_priority],
+                        str(blast),
+                        *sender_argv(i, f),
+                    ],
+                )
+                for i, f in enumerate(flows)
+            ]
+            sent = [
+                _result(s, step_s + 10, f"the sender on {f.src}") for s, f in zip(senders, flows)
+            ]
         time.sleep(DRAIN_S)
         cpu1, t1 = cpu_seconds(pids), time.monotonic()
         napi_cores = _cores(napi, napi0, t1 - t0)
@@ -455,6 +570,8 @@ def sweep(
     sender_priority: str = "normal",
     per_switch: bool = False,
     receiver_priority: str = "normal",
+    split: tuple[set[int], set[int]] | None = None,
+    sender: str = "udp",
 ) -> Iterator[Row]:
     """Rows of every mode and size, the offered rate stepped up to overload."""
     for mode in modes:
@@ -464,7 +581,7 @@ def sweep(
             for pps in rates:
                 row = run_step(
                     net, blast, flows, pps, size, step_s, sender_priority, per_switch,
-                    receiver_priority,
+                    receiver_priority, split, sender,
                 )  # fmt: skip
                 yield row
                 best = max(best, row.delivered_pps)
@@ -660,12 +777,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="threaded",
         help="how the hosts' NICs receive (topologies.emulation.mnfabric.HOST_NAPI_MODES)",
     )
+    ap.add_argument(
+        "--sender-cpus",
+        type=int,
+        default=0,
+        help="run the senders on the last N CPUs and everything else (switches, receivers, host "
+        "NICs' NAPI threads) on the others, as if the load generator were another machine "
+        "(0: no pinning)",
+    )
+    ap.add_argument(
+        "--sender",
+        choices=SENDERS,
+        default="udp",
+        help="udp: datagrams from a UDP socket; xdp: the same made by the kernel from a BPF "
+        "program, fast enough for 10x the peak (needs --sender-cpus; not with --kernel)",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("one", "all")]
     if bad or any(s < 24 or s > 1452 for s in args.sizes) or args.step_s <= 0:
         print(
             "error: modes are one/all, payload sizes 24..1452 bytes, --step-s positive",
+            file=sys.stderr,
+        )
+        return 2
+    if args.sender == "xdp" and (args.kernel or not args.sender_cpus):
+        print(
+            "error: --sender xdp keeps its CPUs busy at any rate: give it --sender-cpus N; "
+            "and it runs against P4 switches only (not --kernel)",
             file=sys.stderr,
         )
         return 2
@@ -677,6 +816,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.append and out.exists():
         rows = read_csv(out)
     try:
+        split = cpu_split(args.sender_cpus) if args.sender_cpus else None
         blast = build_blaster(REPO_ROOT / "build")
         for planes in args.planes:
             spec = FabricSpec(planes=int(planes), link_mbps=args.link_mbps)
@@ -694,7 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     net, blast, modes, args.sizes, args.rates,
                     step_s=args.step_s, overload=args.overload,
                     sender_priority=args.sender_priority, per_switch=args.per_switch,
-                    receiver_priority=args.receiver_priority,
+                    receiver_priority=args.receiver_priority, split=split, sender=args.sender,
                 ):  # fmt: skip
                     rows.append(row)
                     print(_describe(row), flush=True)

@@ -3,6 +3,7 @@
  *   udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD_BYTES SENDER_ID [SRC [RUN]]
  *   udpblast recv PORT DURATION_S [RUN]
  *   udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S
+ *   udpblast xdp IFNAME FRAME_HEX RATE_PPS DURATION_S
  *
  * Every datagram's payload starts with a 24-byte header (network byte order):
  *   magic "TFUB" (4) | version u8 = 1 | sender id u8 | run u16 | seq u64 | send time u64
@@ -22,6 +23,13 @@
  * (sendmmsg, bypassing the qdisc), RATE_PPS per second (0: as fast as it can) for DURATION_S
  * seconds or until SIGINT/SIGTERM, then prints sent, send_errors, duration_s (switch.bench_net's
  * generator: tcpreplay's one send per frame tops out near 300k frames/s here).
+ * xdp: sends the datagram in FRAME_HEX (Ethernet/IPv6/UDP with the header above) out of IFNAME
+ * RATE_PPS per second (0: as fast as it can) for DURATION_S seconds; the frames are made by the
+ * kernel from a BPF program (BPF_PROG_RUN, live-frame mode) that paces by the clock and writes
+ * every copy's sequence number and send time; prints sent, send_errors, duration_s. No socket
+ * and no sk_buff on the sending side: ~4-6 M frames/s on one core here, against ~1.3 M for
+ * send. IFNAME's veth peer must receive through NAPI (GRO on, or an XDP program), else it
+ * takes nothing.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,9 +40,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/bpf.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -266,23 +277,26 @@ static int do_recv(int argc, char **argv) {
     return 0;
 }
 
+/* FRAME_HEX into `frame` (9216 bytes); its length, 0 if it is not hex of min_len..9216 bytes. */
+static size_t parse_frame(const char *hex, unsigned char *frame, size_t min_len) {
+    size_t hl = strlen(hex);
+    if (hl % 2 || hl / 2 < min_len || hl / 2 > 9216) return 0;
+    for (size_t i = 0; i < hl / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 0;
+        frame[i] = (unsigned char)v;
+    }
+    return hl / 2;
+}
+
 static int do_raw(int argc, char **argv) {
     if (argc < 6) return 2;
     double rate = atof(argv[4]), duration = atof(argv[5]);
-    const char *hex = argv[3];
-    size_t hl = strlen(hex);
     static unsigned char frame[9216];
-    if (hl % 2 || hl / 2 < 14 || hl / 2 > sizeof frame || rate < 0 || duration <= 0) {
+    size_t len = parse_frame(argv[3], frame, 14);
+    if (!len || rate < 0 || duration <= 0) {
         fprintf(stderr, "udpblast: a frame of 14..9216 bytes in hex, rate >= 0, duration > 0\n");
         return 2;
-    }
-    for (size_t i = 0; i < hl / 2; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
-            fprintf(stderr, "udpblast: the frame is not hex\n");
-            return 2;
-        }
-        frame[i] = (unsigned char)v;
     }
     unsigned ifindex = if_nametoindex(argv[2]);
     if (!ifindex) { fprintf(stderr, "udpblast: no interface %s\n", argv[2]); return 1; }
@@ -297,7 +311,7 @@ static int do_raw(int argc, char **argv) {
     sll.sll_ifindex = (int)ifindex;
     if (bind(fd, (struct sockaddr *)&sll, sizeof sll)) { perror("udpblast: bind"); return 1; }
     struct mmsghdr msgs[BATCH];
-    struct iovec iov = {frame, hl / 2};
+    struct iovec iov = {frame, len};
     memset(msgs, 0, sizeof msgs);
     for (int i = 0; i < BATCH; i++) {
         msgs[i].msg_hdr.msg_iov = &iov;
@@ -322,6 +336,158 @@ static int do_raw(int argc, char **argv) {
     return report_sent(seq, errors, start);
 }
 
+/* -- xdp: frames made in the kernel (BPF_PROG_RUN's live-frame mode) ----------------------- */
+
+#define XDP_SEQ_OFF 70  /* Ethernet 14 + IPv6 40 + UDP 8, then the header: seq at 8, time at 16 */
+#define XDP_MIN_LEN 86
+#define INSN(c, d, s, o, i) \
+    ((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
+
+enum { ST_NEXT, ST_SLACK, ST_INTERVAL, ST_SEQ, ST_CLOCK_OFF, ST_WORDS };
+
+static long sys_bpf(int cmd, union bpf_attr *attr) {
+    return syscall(__NR_bpf, cmd, attr, sizeof *attr);
+}
+
+/* The XDP program: paces by the clock (a frame whose time has not come is dropped, one that is
+ * due is sent out of the interface it "arrived" on, XDP_TX), and writes into every frame it
+ * sends the next sequence number and the send time (CLOCK_REALTIME ns, network order) at the
+ * header's places. State (one array entry of ST_WORDS u64): the next send time, the slack after
+ * which the schedule starts again from now, the interval, the sequence number, REALTIME minus
+ * MONOTONIC. */
+static int load_pacer(int map_fd) {
+    struct bpf_insn prog[] = {
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 6, 1, 0, 0),            /*  0 r6 = ctx */
+        INSN(BPF_ST | BPF_MEM | BPF_W, 10, 0, -4, 0),             /*  1 key = 0 */
+        INSN(BPF_LD | BPF_IMM | BPF_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd), /* 2-3 r1 = map */
+        INSN(0, 0, 0, 0, 0),
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 2, 10, 0, 0),           /*  4 r2 = &key */
+        INSN(BPF_ALU64 | BPF_ADD | BPF_K, 2, 0, 0, -4),           /*  5 */
+        INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem), /* 6 */
+        INSN(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 30, 0),             /*  7 no state: drop */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 7, 0, 0, 0),            /*  8 r7 = state */
+        INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_ktime_get_ns), /*  9 */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 8, 0, 0, 0),            /* 10 r8 = now */
+        INSN(BPF_LDX | BPF_MEM | BPF_DW, 1, 7, 8 * ST_NEXT, 0),   /* 11 r1 = next */
+        INSN(BPF_JMP | BPF_JLT | BPF_X, 8, 1, 25, 0),             /* 12 not due: drop */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 2, 8, 0, 0),            /* 13 r2 = now - next */
+        INSN(BPF_ALU64 | BPF_SUB | BPF_X, 2, 1, 0, 0),            /* 14 */
+        INSN(BPF_LDX | BPF_MEM | BPF_DW, 3, 7, 8 * ST_SLACK, 0),  /* 15 */
+        INSN(BPF_JMP | BPF_JLE | BPF_X, 2, 3, 1, 0),              /* 16 behind by <= slack? */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 1, 8, 0, 0),            /* 17 else restart at now */
+        INSN(BPF_LDX | BPF_MEM | BPF_DW, 2, 7, 8 * ST_INTERVAL, 0), /* 18 */
+        INSN(BPF_ALU64 | BPF_ADD | BPF_X, 1, 2, 0, 0),            /* 19 next += interval */
+        INSN(BPF_STX | BPF_MEM | BPF_DW, 7, 1, 8 * ST_NEXT, 0),   /* 20 */
+        INSN(BPF_LDX | BPF_MEM | BPF_W, 2, 6, 0, 0),              /* 21 r2 = data */
+        INSN(BPF_LDX | BPF_MEM | BPF_W, 3, 6, 4, 0),              /* 22 r3 = data_end */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 4, 2, 0, 0),            /* 23 */
+        INSN(BPF_ALU64 | BPF_ADD | BPF_K, 4, 0, 0, XDP_MIN_LEN),  /* 24 */
+        INSN(BPF_JMP | BPF_JGT | BPF_X, 4, 3, 12, 0),             /* 25 too short: drop */
+        INSN(BPF_LDX | BPF_MEM | BPF_DW, 1, 7, 8 * ST_SEQ, 0),    /* 26 r1 = seq */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_X, 5, 1, 0, 0),            /* 27 */
+        INSN(BPF_ALU64 | BPF_ADD | BPF_K, 5, 0, 0, 1),            /* 28 */
+        INSN(BPF_STX | BPF_MEM | BPF_DW, 7, 5, 8 * ST_SEQ, 0),    /* 29 seq + 1 */
+        INSN(BPF_ALU | BPF_END | BPF_TO_BE, 1, 0, 0, 64),         /* 30 */
+        INSN(BPF_STX | BPF_MEM | BPF_DW, 2, 1, XDP_SEQ_OFF, 0),   /* 31 */
+        INSN(BPF_LDX | BPF_MEM | BPF_DW, 1, 7, 8 * ST_CLOCK_OFF, 0), /* 32 */
+        INSN(BPF_ALU64 | BPF_ADD | BPF_X, 1, 8, 0, 0),            /* 33 realtime */
+        INSN(BPF_ALU | BPF_END | BPF_TO_BE, 1, 0, 0, 64),         /* 34 */
+        INSN(BPF_STX | BPF_MEM | BPF_DW, 2, 1, XDP_SEQ_OFF + 8, 0), /* 35 */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, XDP_TX),       /* 36 */
+        INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                     /* 37 */
+        INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, XDP_DROP),     /* 38 drop */
+        INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),                     /* 39 */
+    };
+    static char log[8192];
+    union bpf_attr a;
+    memset(&a, 0, sizeof a);
+    a.prog_type = BPF_PROG_TYPE_XDP;
+    a.insns = (uint64_t)(uintptr_t)prog;
+    a.insn_cnt = sizeof prog / sizeof prog[0];
+    a.license = (uint64_t)(uintptr_t)"GPL";
+    a.log_buf = (uint64_t)(uintptr_t)log;
+    a.log_size = sizeof log;
+    a.log_level = 1;
+    int fd = (int)sys_bpf(BPF_PROG_LOAD, &a);
+    if (fd < 0) fprintf(stderr, "udpblast: BPF_PROG_LOAD: %s\n%s", strerror(errno), log);
+    return fd;
+}
+
+static void on_alarm(int sig) { (void)sig; stop_flag = 1; }
+
+/* udpblast xdp IFNAME FRAME_HEX RATE_PPS DURATION_S: FRAME (Ethernet/IPv6/UDP with the
+ * 24-byte header) sent out of IFNAME at RATE_PPS (0: as fast as it goes) for DURATION_S
+ * seconds, every copy with its own sequence number and send time. The frames are made and
+ * sent by the kernel (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux >= 5.18): no socket,
+ * no sk_buff on the sending side, ~5 M frames/s on one core here against ~1.3 M for `send`.
+ * IFNAME must be a veth whose peer receives through NAPI (GRO or an XDP program on it). */
+static int do_xdp(int argc, char **argv) {
+    if (argc < 6) return 2;
+    double rate = atof(argv[4]), duration = atof(argv[5]);
+    static unsigned char frame[9216];
+    size_t len = parse_frame(argv[3], frame, XDP_MIN_LEN);
+    if (!len || rate < 0 || duration <= 0) {
+        fprintf(stderr, "udpblast: a frame of %d..9216 bytes in hex, rate >= 0, duration > 0\n",
+                XDP_MIN_LEN);
+        return 2;
+    }
+    unsigned ifindex = if_nametoindex(argv[2]);
+    if (!ifindex) { fprintf(stderr, "udpblast: no interface %s\n", argv[2]); return 1; }
+    union bpf_attr a;
+    memset(&a, 0, sizeof a);
+    a.map_type = BPF_MAP_TYPE_ARRAY;
+    a.key_size = 4;
+    a.value_size = 8 * ST_WORDS;
+    a.max_entries = 1;
+    int map_fd = (int)sys_bpf(BPF_MAP_CREATE, &a);
+    if (map_fd < 0) { fprintf(stderr, "udpblast: BPF_MAP_CREATE: %s\n", strerror(errno)); return 1; }
+    int prog_fd = load_pacer(map_fd);
+    if (prog_fd < 0) return 1;
+    uint64_t state[ST_WORDS] = {0};
+    uint32_t key = 0;
+    state[ST_SLACK] = TICK_NS;
+    state[ST_INTERVAL] = rate > 0 ? (uint64_t)(1e9 / rate + 0.5) : 0;
+    state[ST_CLOCK_OFF] = (uint64_t)(now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC));
+    memset(&a, 0, sizeof a);
+    a.map_fd = (uint32_t)map_fd;
+    a.key = (uint64_t)(uintptr_t)&key;
+    a.value = (uint64_t)(uintptr_t)state;
+    if (sys_bpf(BPF_MAP_UPDATE_ELEM, &a)) { perror("udpblast: BPF_MAP_UPDATE_ELEM"); return 1; }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm; /* no SA_RESTART: the run returns EINTR */
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 0}, {(time_t)duration, (suseconds_t)((duration - (time_t)duration) * 1e6)}};
+    struct xdp_md ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.data_end = (uint32_t)len;
+    ctx.ingress_ifindex = ifindex;
+    int64_t start = now_ns(CLOCK_MONOTONIC), end = start + (int64_t)(duration * 1e9);
+    setitimer(ITIMER_REAL, &it, NULL);
+    while (!stop_flag && now_ns(CLOCK_MONOTONIC) < end) {
+        memset(&a, 0, sizeof a);
+        a.test.prog_fd = (uint32_t)prog_fd;
+        a.test.data_in = (uint64_t)(uintptr_t)frame;
+        a.test.data_size_in = (uint32_t)len;
+        a.test.ctx_in = (uint64_t)(uintptr_t)&ctx;
+        a.test.ctx_size_in = sizeof ctx;
+        a.test.repeat = 1u << 30;
+        a.test.flags = BPF_F_TEST_XDP_LIVE_FRAMES;
+        a.test.batch_size = 64;
+        if (sys_bpf(BPF_PROG_TEST_RUN, &a) && errno != EINTR) {
+            fprintf(stderr, "udpblast: BPF_PROG_TEST_RUN (live frames) on %s: %s\n", argv[2],
+                    strerror(errno));
+            return 1;
+        }
+    }
+    memset(&a, 0, sizeof a);
+    a.map_fd = (uint32_t)map_fd;
+    a.key = (uint64_t)(uintptr_t)&key;
+    a.value = (uint64_t)(uintptr_t)state;
+    if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &a)) { perror("udpblast: BPF_MAP_LOOKUP_ELEM"); return 1; }
+    return report_sent(state[ST_SEQ], 0, start);
+}
+
 int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
@@ -341,8 +507,14 @@ int main(int argc, char **argv) {
         if (rc == 2) fprintf(stderr, "usage: udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
         return rc;
     }
+    if (argc >= 2 && !strcmp(argv[1], "xdp")) {
+        int rc = do_xdp(argc, argv);
+        if (rc == 2) fprintf(stderr, "usage: udpblast xdp IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
+        return rc;
+    }
     fprintf(stderr, "usage: udpblast send DST PORT RATE_PPS DURATION_S PAYLOAD ID [SRC|- [RUN]]\n"
                     "       udpblast recv PORT DURATION_S [RUN]\n"
-                    "       udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
+                    "       udpblast raw IFNAME FRAME_HEX RATE_PPS DURATION_S\n"
+                    "       udpblast xdp IFNAME FRAME_HEX RATE_PPS DURATION_S\n");
     return 2;
 }

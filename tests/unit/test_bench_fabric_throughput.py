@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import shutil
 import subprocess
 import time
@@ -13,14 +14,21 @@ from pathlib import Path
 import pytest
 
 from experiments.bench_fabric_throughput import (
+    BLAST_PORT,
     CSV_FIELDS,
     HOST_NAPI_COMM,
+    BenchError,
     Row,
+    blast_frame,
     build_blaster,
+    cpu_split,
+    first_port,
     flows_for,
+    main,
     plot,
     read_csv,
     write_csv,
+    xdp_frame,
 )
 from experiments.kernel_fabric import router_batch
 from topologies.model import FabricSpec, build_fabric, usid_address
@@ -160,3 +168,57 @@ def test_a_csv_from_before_the_napi_column_is_appended_to(tmp_path: Path) -> Non
 def test_only_fabric_host_nics_napi_threads_count() -> None:
     assert HOST_NAPI_COMM.match("napi/h1-eth0-81") and HOST_NAPI_COMM.match("napi/h12-eth1-8")
     assert not HOST_NAPI_COMM.match("napi/eth0-3") and not HOST_NAPI_COMM.match("napi/p0l0-eth1")
+
+
+def test_the_xdp_senders_frame_is_what_the_hosts_stack_would_send() -> None:
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+
+    frame = blast_frame(
+        "02:00:00:00:00:01", "02:00:00:00:00:02", "fc00::1", "fcbb:bb00:1::", 100, 5, 0x1234
+    )
+    assert len(frame) == 14 + 40 + 8 + 100
+    pkt = Ether(frame)
+    assert (pkt.src, pkt.dst, pkt.type) == ("02:00:00:00:00:01", "02:00:00:00:00:02", 0x86DD)
+    ip6 = pkt[IPv6]
+    assert (ip6.src, ip6.dst, ip6.hlim, ip6.nh, ip6.plen) == (
+        "fc00::1",
+        "fcbb:bb00:1::",
+        64,
+        17,
+        108,
+    )
+    udp = pkt[UDP]
+    assert (udp.sport, udp.dport, udp.len, udp.chksum) == (BLAST_PORT, BLAST_PORT, 108, 0)
+    payload = bytes(udp.payload)
+    # magic, version 1, sender id, run; sequence number and send time left for the BPF program
+    assert payload[:8] == b"TFUB" + bytes([1, 5]) + b"\x12\x34"
+    assert payload[8:] == bytes(92)
+
+
+def test_the_xdp_frame_of_a_flow_goes_from_its_nic_to_its_leaf() -> None:
+    fabric = build_fabric(FabricSpec())
+    [flow] = flows_for(fabric, "one")
+    frame = xdp_frame(fabric, flow, 64, 0, 1)
+    nic = fabric.host(flow.src).nics[0]
+    leaf = fabric.switch(nic.leaf)
+    assert frame[:12] == bytes.fromhex(leaf.mac.replace(":", "") + nic.mac.replace(":", ""))
+    assert first_port(fabric, flow) == (nic.ifname, f"{leaf.name}-eth{nic.leaf_port}")
+
+
+def test_sender_cpus_split_the_machine_or_are_refused() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    for n in (0, len(cpus)):
+        with pytest.raises(BenchError, match="need at least one each"):
+            cpu_split(n)
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to split")
+    senders, rest = cpu_split(1)
+    assert senders == {cpus[-1]} and rest == set(cpus[:-1])
+
+
+def test_the_xdp_sender_needs_cpus_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--sender", "xdp"]) == 2
+    assert "--sender-cpus" in capsys.readouterr().err
+    assert main(["--sender", "xdp", "--sender-cpus", "1", "--kernel"]) == 2
