@@ -203,11 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--yield-when-full",
         choices=("on", "off"),
-        default="on",
+        default=os.environ.get("TF_YIELD_WHEN_FULL", "on"),
         help="after a round that filled a batch, give the core to any other process waiting "
-        "for it before the next (on, the default: switches that share cores take turns batch "
-        "by batch, so an overloaded first hop does not fill the next one's ring with frames it "
-        "then drops; costs nothing on an idle core)",
+        "for it before the next (default $TF_YIELD_WHEN_FULL, else on: switches that share "
+        "cores take turns batch by batch, so an overloaded first hop does not fill the next "
+        "one's ring with frames it then drops; costs nothing on an idle core)",
     )
     ap.add_argument(
         "--c-loop",
@@ -280,6 +280,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError(f"TF_NATIVE={args.native!r}: use auto, on or off")
     if args.c_loop not in ("on", "off"):
         raise UsageError(f"TF_C_LOOP={args.c_loop!r}: use on or off")
+    if args.yield_when_full not in ("on", "off"):
+        raise UsageError(f"TF_YIELD_WHEN_FULL={args.yield_when_full!r}: use on or off")
     if not 16 <= args.rx_ring_frames <= 1 << 16:
         raise UsageError("--rx-ring-frames must be 16..65536")
     if not 0 <= args.queue_burst_us <= 1_000_000:
