@@ -173,6 +173,9 @@ bench-fabric: $(STAMP)
 # then the same topology from Linux routers as the reference, appended to the same CSV (root).
 # FT_PLANES=2,4 adds the 4-plane fabric; FT_RATES, FT_SIZES, FT_MODES override the sweep.
 FT_PLANES ?= 2
+# The overload run: one flow from the kernel-made sender (--sender xdp) on a CPU of its own, up
+# to 10x the fabric's peak and beyond.
+FT_OVERLOAD_RATES ?= 20000,80000,160000,320000,640000,1280000,2560000,5120000
 FT_ARGS = --planes $(FT_PLANES) --results $(RESULTS) --out $(RESULTS)/bench_fabric_throughput.csv \
   $(if $(FT_RATES),--rates $(FT_RATES)) $(if $(FT_SIZES),--sizes $(FT_SIZES)) \
   $(if $(FT_MODES),--modes $(FT_MODES))
@@ -180,6 +183,10 @@ FT_ARGS = --planes $(FT_PLANES) --results $(RESULTS) --out $(RESULTS)/bench_fabr
 bench-fabric-throughput: $(STAMP)
 	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --target $(TARGET) $(FT_ARGS)
 	flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --kernel --append --idle 0 --step-s 2 $(FT_ARGS)
+	@if [ "$$(nproc)" -ge 2 ]; then \
+	  flock /tmp/tailfabric-fabric.lock $(PY) -m experiments.bench_fabric_throughput --target $(TARGET) \
+	    $(FT_ARGS) --append --idle 0 --modes one --sender xdp --sender-cpus 1 --rates $(FT_OVERLOAD_RATES); \
+	else echo "bench-fabric-throughput: the overload run needs 2 CPUs (the generator on one of its own)"; fi
 
 # Controller speed: 131,072-GPU route computation, failure commands on 32 switches (no root)
 .PHONY: bench-controller

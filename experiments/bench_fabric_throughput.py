@@ -105,6 +105,8 @@ class Row:
     # CPU seconds per second of the host NICs' threaded-NAPI receive (the receiving hosts'
     # kernel work, in no switch's column; nan: the NICs have no NAPI threads)
     napi_cpu_cores: float = math.nan
+    sender: str = "udp"  # --sender: udp (a socket) or xdp (made in the kernel)
+    sender_cpus: int = 0  # --sender-cpus: CPUs of the senders' own (0: shared with the fabric)
 
 
 CSV_FIELDS = [f.name for f in fields(Row)]
@@ -540,6 +542,8 @@ def run_step(
         switch_cpu_us_per_pkt=round(cpu / n_got * 1e6, 2) if pids and n_got else math.nan,
         duration_s=round(took, 3),
         napi_cpu_cores=napi_cores,
+        sender=sender,
+        sender_cpus=len(sender_cpus or ()),
     )
 
 
@@ -599,6 +603,7 @@ def _describe(row: Row) -> str:
         f"  p50 {row.p50_us:8.1f} p99 {row.p99_us:9.1f} us"
         f"  cpu {row.switch_cpu_cores:5.2f} cores {row.switch_cpu_us_per_pkt:7.1f} us/pkt"
         + ("" if math.isnan(row.napi_cpu_cores) else f" napi {row.napi_cpu_cores:4.2f} cores")
+        + (f"  [{row.sender}, {row.sender_cpus} sender CPUs]" if row.sender_cpus else "")
     )
 
 
@@ -671,7 +676,7 @@ def read_csv(path: pathlib.Path) -> list[Row]:
     """The rows of a CSV :func:`write_csv` wrote (also before a column was added: its default)."""
     with path.open() as f:
         return [
-            Row(**{k: (type_of(k))(v) for k, v in r.items()})  # type: ignore[arg-type]
+            Row(**{k: (type_of(k))(v) for k, v in r.items() if v is not None})  # type: ignore[arg-type]
             for r in csv.DictReader(f)
         ]
 
@@ -686,13 +691,17 @@ def plot(csv_path: pathlib.Path, png_path: pathlib.Path) -> None:
 
     with csv_path.open() as f:
         rows = [r for r in csv.DictReader(f) if r["mode"] != "idle"]
-    series: dict[tuple[str, str, str, str], list[dict[str, str]]] = {}
+    series: dict[tuple[str, str, str, str, str], list[dict[str, str]]] = {}
     for r in rows:
-        key = (r["network"], r["planes"], r["mode"], r["payload_bytes"])
+        cpus = r.get("sender_cpus") or "0"
+        how = r.get("sender") or "udp"
+        if cpus != "0":
+            how += f", {cpus} sender CPU" + ("s" if cpus != "1" else "")
+        key = (r["network"], r["planes"], r["mode"], r["payload_bytes"], how)
         series.setdefault(key, []).append(r)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for (network, planes, mode, size), rs in sorted(series.items()):
-        label = f"{network} {planes}p {mode} {size} B"
+    for (network, planes, mode, size, how), rs in sorted(series.items()):
+        label = f"{network} {planes}p {mode} {size} B ({how})"
         x = [float(r["offered_pps"]) for r in rs]
         style = "--" if network == "kernel" else "-"
         ax1.plot(x, [float(r["delivered_pps"]) for r in rs], style, marker="o", label=label)

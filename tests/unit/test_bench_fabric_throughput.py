@@ -153,13 +153,14 @@ def test_the_csv_has_units_and_the_plot_reads_it(tmp_path: Path) -> None:
 
 def test_a_csv_from_before_the_napi_column_is_appended_to(tmp_path: Path) -> None:
     out = tmp_path / "old.csv"
-    old_fields = [f for f in CSV_FIELDS if f != "napi_cpu_cores"]
+    old_fields = CSV_FIELDS[: CSV_FIELDS.index("napi_cpu_cores")]
     with out.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(old_fields)
         w.writerow(["tf", 2, "one", 1, 64, 1000, 1000, 990, 0.5, 0.01, 50, 400, 0.2, 200.0, 3.0])
     rows = read_csv(out)
     assert rows[0].delivered_pps == 990 and math.isnan(rows[0].napi_cpu_cores)
+    assert (rows[0].sender, rows[0].sender_cpus) == ("udp", 0)
     write_csv(rows, out)
     with out.open() as f:
         assert next(csv.reader(f)) == CSV_FIELDS
