@@ -257,15 +257,20 @@ def tx_dropped(pids: dict[str, int]) -> int:
 
 
 def per_switch_lines(
-    before: dict[str, tuple[float, int, int]], after: dict[str, tuple[float, int, int]], secs: float
+    before: dict[str, tuple[float, int, int]],
+    after: dict[str, tuple[float, int, int]],
+    secs: float,
+    send_secs: float | None = None,
 ) -> list[str]:
-    """One line per switch that carried traffic: CPU share, packets in and out per second, and
-    the share of what came in that did not go out (dropped at its receive ring, mostly)."""
+    """One line per switch that carried traffic: CPU share over ``secs``, packets in and out
+    per second of sending (``send_secs``, the rows' time base; default ``secs``), and the share
+    of what came in that did not go out (dropped at its receive ring, mostly)."""
     lines = []
+    per = send_secs or secs
     for name in sorted(after):
         cpu = (after[name][0] - before[name][0]) / secs
-        rx = (after[name][1] - before[name][1]) / secs
-        tx = (after[name][2] - before[name][2]) / secs
+        rx = (after[name][1] - before[name][1]) / per
+        tx = (after[name][2] - before[name][2]) / per
         if rx < 100:
             continue
         lines.append(
@@ -499,7 +504,8 @@ def run_step(
         cpu1, t1 = cpu_seconds(pids), time.monotonic()
         napi_cores = _cores(napi, napi0, t1 - t0)
         if per_switch:
-            lines = per_switch_lines(snap0, switch_snapshot(net.switch_pids), t1 - t0)
+            send_s = max(x["duration_s"] for x in sent)
+            lines = per_switch_lines(snap0, switch_snapshot(net.switch_pids), t1 - t0, send_s)
             for d, n0 in dst_drops0.items():
                 n1 = host_udp_drops(net.enter[d])
                 if n0 >= 0 and n1 >= 0:

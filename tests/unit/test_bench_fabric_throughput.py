@@ -25,6 +25,7 @@ from experiments.bench_fabric_throughput import (
     first_port,
     flows_for,
     main,
+    per_switch_lines,
     plot,
     read_csv,
     write_csv,
@@ -223,3 +224,14 @@ def test_the_xdp_sender_needs_cpus_of_its_own(capsys: pytest.CaptureFixture[str]
     assert main(["--sender", "xdp"]) == 2
     assert "--sender-cpus" in capsys.readouterr().err
     assert main(["--sender", "xdp", "--sender-cpus", "1", "--kernel"]) == 2
+
+
+def test_per_switch_rates_are_per_second_of_sending_and_cpu_per_second_of_the_step() -> None:
+    before = {"p0l0": (1.0, 0, 0), "p0s0": (2.0, 0, 0), "p1l0": (0.0, 5, 5)}
+    after = {"p0l0": (3.0, 900_000, 600_000), "p0s0": (3.0, 600_000, 600_000), "p1l0": (0.0, 9, 9)}
+    lines = per_switch_lines(before, after, 4.0, 3.0)
+    assert len(lines) == 2  # the quiet switch is left out
+    assert (
+        "p0l0: cpu 0.50 cores  in    300000/s  out    200000/s  not forwarded  33.3 %" in lines[0]
+    )
+    assert "p0s0: cpu 0.25 cores  in    200000/s" in lines[1] and "forwarded   0.0 %" in lines[1]
