@@ -352,9 +352,9 @@ static long sys_bpf(int cmd, union bpf_attr *attr) {
 /* The XDP program: paces by the clock (a frame whose time has not come is dropped, one that is
  * due is sent out of the interface it "arrived" on, XDP_TX), and writes into every frame it
  * sends the next sequence number and the send time (CLOCK_REALTIME ns, network order) at the
- * header's places. State (one array entry of ST_WORDS u64): the next send time, the slack after
- * which the schedule starts again from now, the interval, the sequence number, REALTIME minus
- * MONOTONIC. */
+ * header's places. State (one array entry of ST_WORDS u64): the next send time, how far behind
+ * it the schedule starts again from now (else it catches up), the interval, the sequence
+ * number, REALTIME minus MONOTONIC. */
 static int load_pacer(int map_fd) {
     struct bpf_insn prog[] = {
         INSN(BPF_ALU64 | BPF_MOV | BPF_X, 6, 1, 0, 0),            /*  0 r6 = ctx */
@@ -445,7 +445,9 @@ static int do_xdp(int argc, char **argv) {
     if (prog_fd < 0) return 1;
     uint64_t state[ST_WORDS] = {0};
     uint32_t key = 0;
-    state[ST_SLACK] = TICK_NS;
+    /* behind schedule (its CPU went to others for a while) it catches up what it owes, as
+       send does; only the first frame, "behind" since boot, starts the schedule from now */
+    state[ST_SLACK] = (uint64_t)(duration * 1e9) + 1000000000ULL;
     state[ST_INTERVAL] = rate > 0 ? (uint64_t)(1e9 / rate + 0.5) : 0;
     state[ST_CLOCK_OFF] = (uint64_t)(now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC));
     memset(&a, 0, sizeof a);

@@ -77,8 +77,9 @@ def test_every_datagram_arrives_once_stamped_and_paced(netkit: NetKit, tmp_path:
             rx.kill()
             rx.communicate()
     got = json.loads(out.splitlines()[-1])
-    # paced: never more than the rate allows (a busy machine may send fewer)
-    assert 0 < sent["sent"] <= 20000 * sent["duration_s"] * 1.01 + 64, sent
+    # paced: never more than the rate allows, and what a busy core kept it from sending on time
+    # it sends late (the set-up, ~10-30 ms of the second, sends nothing)
+    assert 20000 * 0.5 <= sent["sent"] <= 20000 * sent["duration_s"] * 1.01 + 64, sent
     # every copy numbered: each counted once, none of another run, none malformed
     assert (got["packets"], got["duplicates"], got["bad"], got["stale"]) == (
         sent["sent"],
