@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from experiments.bench_fabric_throughput import BLAST_PORT, blast_frame, build_blaster
+from experiments.bench_fabric_throughput import (
+    BLAST_PORT,
+    blast_frame,
+    build_blaster,
+    xdp_xmit_errors,
+)
 from switch.device.offloads import enable_gro
 from tests.netkit import NET_MARKS, NetKit, add_address, call_in_netns, read_if_stat
 
@@ -108,6 +113,7 @@ def test_as_fast_as_it_goes_it_outruns_a_socket_sender(netkit: NetKit, tmp_path:
     # the peer's NAPI took every frame the program sent (and a few of the stack's own, e.g.
     # MLD reports)
     assert 0 <= arrived - sent["sent"] <= CHATTER, (arrived, sent)
+    assert xdp_xmit_errors(["ip", "netns", "exec", a_ns], a_if) == 0
     assert sent["duration_s"] < 2.0, sent
     print(f"udpblast xdp: {sent['sent'] / sent['duration_s']:,.0f} frames/s")
 

@@ -30,6 +30,7 @@ from experiments.bench_fabric_throughput import (
     read_csv,
     write_csv,
     xdp_frame,
+    xdp_xmit_errors,
 )
 from experiments.kernel_fabric import router_batch
 from topologies.model import FabricSpec, build_fabric, usid_address
@@ -235,3 +236,15 @@ def test_per_switch_rates_are_per_second_of_sending_and_cpu_per_second_of_the_st
         "p0l0: cpu 0.50 cores  in    300000/s  out    200000/s  not forwarded  33.3 %" in lines[0]
     )
     assert "p0s0: cpu 0.25 cores  in    200000/s" in lines[1] and "forwarded   0.0 %" in lines[1]
+
+
+def test_xmit_errors_are_summed_over_queues_and_zero_when_unreadable(tmp_path: Path) -> None:
+    fake = tmp_path / "ethtool"
+    fake.write_text(
+        "#!/bin/sh\necho 'NIC statistics:'\necho '     tx_queue_0_xdp_xmit: 900'\n"
+        "echo '     tx_queue_0_xdp_xmit_errors: 7'\necho '     tx_queue_1_xdp_xmit_errors: 5'\n"
+    )
+    fake.chmod(0o755)
+    # the "enter" prefix runs the fake in place of ethtool: env PATH=<tmp> ethtool -S nic
+    assert xdp_xmit_errors(["env", f"PATH={tmp_path}"], "h1-eth0") == 12
+    assert xdp_xmit_errors(["false"], "h1-eth0") == 0
