@@ -33,7 +33,8 @@ shares the cores with the switches it overloads. ``--sender-cpus N`` goes furthe
 run on the last N CPUs and everything else (switches, receivers, the host NICs' NAPI threads) on
 the others, as if the generator were another machine; the first switch's receive (into its
 ring, or the drop when the ring is full) runs on the sending CPU, as a NIC's DMA would. On a
-2-core machine the fabric then has one core. ``--sender xdp`` makes the datagrams in the kernel
+2-core machine the fabric then has one core. ``--receivers-with-senders`` moves the receivers
+and the NAPI threads to the senders' CPUs as well (the fabric's CPUs then run switches only). ``--sender xdp`` makes the datagrams in the kernel
 (:data:`SENDERS`: ``udpblast xdp``, a BPF program in BPF_PROG_RUN's live-frame mode), fast
 enough to offer 10x the fabric's peak from one core. ``--per-switch`` prints, for every step, each
 busy switch's CPU share and the packets its interfaces took in and sent out (the kernel's
@@ -107,6 +108,9 @@ class Row:
     napi_cpu_cores: float = math.nan
     sender: str = "udp"  # --sender: udp (a socket) or xdp (made in the kernel)
     sender_cpus: int = 0  # --sender-cpus: CPUs of the senders' own (0: shared with the fabric)
+    receivers_on: str = (
+        "fabric"  # receivers' CPUs: the fabric's, or the senders' (--receivers-with-senders)
+    )
 
 
 CSV_FIELDS = [f.name for f in fields(Row)]
@@ -403,9 +407,25 @@ def xdp_xmit_errors(enter: list[str], nic: str) -> int:
     return sum(int(n) for n in XMIT_ERRORS.findall(text))
 
 
-def cpu_split(sender_cpus: int) -> tuple[set[int], set[int]]:
-    """``--sender-cpus N``: the CPUs of the senders (the last ``N`` this process may use) and
-    those of everything else the benchmark runs (switches, receivers, host NICs' NAPI threads).
+@dataclass(frozen=True)
+class CpuSplit:
+    """``--sender-cpus``: which CPUs run what. The switches always run on ``fabric``; the
+    receivers and the host NICs' NAPI threads there too, or with the senders
+    (``--receivers-with-senders``: in a physical test they are other machines as well)."""
+
+    senders: frozenset[int]
+    fabric: frozenset[int]
+    receivers_with_senders: bool = False
+
+    @property
+    def receivers(self) -> frozenset[int]:
+        return self.senders if self.receivers_with_senders else self.fabric
+
+
+def cpu_split(sender_cpus: int, receivers_with_senders: bool = False) -> CpuSplit:
+    """``--sender-cpus N``: the senders on the last ``N`` CPUs this process may use, the
+    switches (and, unless ``receivers_with_senders``, the receivers and host NICs' NAPI threads)
+    on the others.
 
     Raises:
         BenchError: ``N`` leaves no CPU for one side.
@@ -416,10 +436,12 @@ def cpu_split(sender_cpus: int) -> tuple[set[int], set[int]]:
             f"--sender-cpus {sender_cpus}: this machine gives the benchmark {len(cpus)} CPUs; "
             f"the senders and the fabric need at least one each"
         )
-    return set(cpus[-sender_cpus:]), set(cpus[:-sender_cpus])
+    return CpuSplit(
+        frozenset(cpus[-sender_cpus:]), frozenset(cpus[:-sender_cpus]), receivers_with_senders
+    )
 
 
-def pin(pids: Sequence[int], cpus: set[int]) -> int:
+def pin(pids: Sequence[int], cpus: frozenset[int]) -> int:
     """Every thread of these processes onto ``cpus``; how many threads were pinned (threads
     started later inherit their creator's CPUs)."""
     n = 0
@@ -432,7 +454,7 @@ def pin(pids: Sequence[int], cpus: set[int]) -> int:
     return n
 
 
-def _on_cpus(cpus: set[int] | None) -> list[str]:
+def _on_cpus(cpus: frozenset[int] | None) -> list[str]:
     """The command prefix that runs a program on ``cpus`` (none: wherever the kernel likes)."""
     return ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
 
@@ -447,7 +469,7 @@ def run_step(
     sender_priority: str = "normal",
     per_switch: bool = False,
     receiver_priority: str = "normal",
-    split: tuple[set[int], set[int]] | None = None,
+    split: CpuSplit | None = None,
     sender: str = "udp",
 ) -> Row:
     """Every flow at ``pps / len(flows)`` for ``step_s`` seconds; one row.
@@ -456,14 +478,16 @@ def run_step(
     left queued in the network is not counted (``stale``).
     """
     run = next(_runs) & 0xFFFF
-    sender_cpus, fabric_cpus = split or (None, None)
-    if fabric_cpus:
-        pin([*net.switch_pids.values(), *napi_threads().values()], fabric_cpus)
+    sender_cpus = split.senders if split else None
+    receiver_cpus = split.receivers if split else None
+    if split:
+        pin(list(net.switch_pids.values()), split.fabric)
+        pin(list(napi_threads().values()), split.receivers)
     receivers = {
         dst: _in_host(
             net.enter[dst],
             [
-                *_on_cpus(fabric_cpus),
+                *_on_cpus(receiver_cpus),
                 *RECEIVER_PRIORITIES[receiver_priority],
                 str(blast),
                 "recv",
@@ -569,6 +593,7 @@ def run_step(
         napi_cpu_cores=napi_cores,
         sender=sender,
         sender_cpus=len(sender_cpus or ()),
+        receivers_on="senders" if split and split.receivers_with_senders else "fabric",
     )
 
 
@@ -599,7 +624,7 @@ def sweep(
     sender_priority: str = "normal",
     per_switch: bool = False,
     receiver_priority: str = "normal",
-    split: tuple[set[int], set[int]] | None = None,
+    split: CpuSplit | None = None,
     sender: str = "udp",
 ) -> Iterator[Row]:
     """Rows of every mode and size, the offered rate stepped up to overload."""
@@ -628,7 +653,11 @@ def _describe(row: Row) -> str:
         f"  p50 {row.p50_us:8.1f} p99 {row.p99_us:9.1f} us"
         f"  cpu {row.switch_cpu_cores:5.2f} cores {row.switch_cpu_us_per_pkt:7.1f} us/pkt"
         + ("" if math.isnan(row.napi_cpu_cores) else f" napi {row.napi_cpu_cores:4.2f} cores")
-        + (f"  [{row.sender}, {row.sender_cpus} sender CPUs]" if row.sender_cpus else "")
+        + (
+            f"  [{row.sender}, {row.sender_cpus} sender CPUs, receivers on the {row.receivers_on}'s]"
+            if row.sender_cpus
+            else ""
+        )
     )
 
 
@@ -722,6 +751,8 @@ def plot(csv_path: pathlib.Path, png_path: pathlib.Path) -> None:
         how = r.get("sender") or "udp"
         if cpus != "0":
             how += f", {cpus} sender CPU" + ("s" if cpus != "1" else "")
+            if r.get("receivers_on") == "senders":
+                how += " with the receivers"
         key = (r["network"], r["planes"], r["mode"], r["payload_bytes"], how)
         series.setdefault(key, []).append(r)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -826,6 +857,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="udp: datagrams from a UDP socket; xdp: the same made by the kernel from a BPF "
         "program, fast enough for 10x the peak (needs --sender-cpus; not with --kernel)",
     )
+    ap.add_argument(
+        "--receivers-with-senders",
+        action="store_true",
+        help="with --sender-cpus: the receivers and the host NICs' NAPI threads on the senders' "
+        "CPUs too, so the fabric's CPUs run the switches only (all-hosts mode: four receivers "
+        "on the fabric's CPU overflow their socket buffers under overload)",
+    )
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("one", "all")]
@@ -834,6 +872,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "error: modes are one/all, payload sizes 24..1452 bytes, --step-s positive",
             file=sys.stderr,
         )
+        return 2
+    if args.receivers_with_senders and not args.sender_cpus:
+        print("error: --receivers-with-senders needs --sender-cpus N", file=sys.stderr)
         return 2
     if args.sender == "xdp" and (args.kernel or not args.sender_cpus):
         print(
@@ -850,7 +891,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.append and out.exists():
         rows = read_csv(out)
     try:
-        split = cpu_split(args.sender_cpus) if args.sender_cpus else None
+        split = (
+            cpu_split(args.sender_cpus, args.receivers_with_senders) if args.sender_cpus else None
+        )
         blast = build_blaster(REPO_ROOT / "build")
         for planes in args.planes:
             spec = FabricSpec(planes=int(planes), link_mbps=args.link_mbps)

@@ -217,14 +217,18 @@ def test_sender_cpus_split_the_machine_or_are_refused() -> None:
             cpu_split(n)
     if len(cpus) < 2:
         pytest.skip("one CPU: nothing to split")
-    senders, rest = cpu_split(1)
-    assert senders == {cpus[-1]} and rest == set(cpus[:-1])
+    split = cpu_split(1)
+    assert split.senders == {cpus[-1]} and split.fabric == set(cpus[:-1])
+    assert split.receivers == split.fabric  # by default the receivers run with the switches
+    assert cpu_split(1, receivers_with_senders=True).receivers == {cpus[-1]}
 
 
 def test_the_xdp_sender_needs_cpus_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--sender", "xdp"]) == 2
     assert "--sender-cpus" in capsys.readouterr().err
     assert main(["--sender", "xdp", "--sender-cpus", "1", "--kernel"]) == 2
+    assert main(["--receivers-with-senders"]) == 2
+    assert "needs --sender-cpus" in capsys.readouterr().err
 
 
 def test_per_switch_rates_are_per_second_of_sending_and_cpu_per_second_of_the_step() -> None:
