@@ -60,7 +60,6 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -69,7 +68,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 
 from switch import bench_net
-from topologies.model import Fabric, FabricSpec, build_fabric, port_ifname
+from topologies.model import Fabric, FabricSpec, Nic, build_fabric, port_ifname
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 BLAST_PORT = 5999
@@ -108,9 +107,7 @@ class Row:
     napi_cpu_cores: float = math.nan
     sender: str = "udp"  # --sender: udp (a socket) or xdp (made in the kernel)
     sender_cpus: int = 0  # --sender-cpus: CPUs of the senders' own (0: shared with the fabric)
-    receivers_on: str = (
-        "fabric"  # receivers' CPUs: the fabric's, or the senders' (--receivers-with-senders)
-    )
+    receivers_on: str = "fabric"  # or "senders" (--receivers-with-senders)
 
 
 CSV_FIELDS = [f.name for f in fields(Row)]
@@ -351,27 +348,32 @@ def blast_frame(
     payload's header with sequence number and send time zero: what ``udpblast xdp`` sends (its
     BPF program writes those two into every copy)."""
     payload = (b"TFUB" + struct.pack("!BBH", 1, sender_id, run) + bytes(16)).ljust(size, b"\0")
-    udp = struct.pack("!HHHH", BLAST_PORT, BLAST_PORT, 8 + size, 0) + payload
-    ip6 = (
-        struct.pack("!IHBB", 6 << 28, len(udp), 17, 64)
-        + socket.inet_pton(socket.AF_INET6, src)
-        + socket.inet_pton(socket.AF_INET6, dst)
+    return bench_net.ipv6_udp_frame(
+        dst,
+        src_ip=src,
+        dst_mac=dst_mac,
+        src_mac=src_mac,
+        payload=payload,
+        ports=(BLAST_PORT, BLAST_PORT),
+        checksum=False,
     )
-    macs = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", ""))
-    return macs + b"\x86\xdd" + ip6 + udp
+
+
+def _sending_nic(fabric: Fabric, flow: Flow) -> Nic:
+    return next(n for n in fabric.host(flow.src).nics if n.address == flow.src_address)
 
 
 def xdp_frame(fabric: Fabric, flow: Flow, size: int, sender_id: int, run: int) -> bytes:
     """:func:`blast_frame` for ``flow``: from its NIC's MAC to its leaf's (the host's static
     neighbour), to the path's address."""
-    nic = next(n for n in fabric.host(flow.src).nics if n.address == flow.src_address)
+    nic = _sending_nic(fabric, flow)
     leaf_mac = fabric.switch(nic.leaf).mac
     return blast_frame(nic.mac, leaf_mac, flow.src_address, flow.address, size, sender_id, run)
 
 
 def first_port(fabric: Fabric, flow: Flow) -> tuple[str, str]:
     """The sending NIC of ``flow`` and the first leaf's port it is cabled to."""
-    nic = next(n for n in fabric.host(flow.src).nics if n.address == flow.src_address)
+    nic = _sending_nic(fabric, flow)
     return nic.ifname, port_ifname(nic.leaf, nic.leaf_port)
 
 
@@ -441,17 +443,14 @@ def cpu_split(sender_cpus: int, receivers_with_senders: bool = False) -> CpuSpli
     )
 
 
-def pin(pids: Sequence[int], cpus: frozenset[int]) -> int:
-    """Every thread of these processes onto ``cpus``; how many threads were pinned (threads
-    started later inherit their creator's CPUs)."""
-    n = 0
+def pin(pids: Sequence[int], cpus: frozenset[int]) -> None:
+    """Every thread of these processes onto ``cpus`` (threads started later inherit their
+    creator's CPUs)."""
     for pid in pids:
         with contextlib.suppress(OSError):
             for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(int(task.name), cpus)
-                    n += 1
-    return n
 
 
 def _on_cpus(cpus: frozenset[int] | None) -> list[str]:
@@ -512,20 +511,23 @@ def run_step(
         cpu0, t0 = cpu_seconds(pids), time.monotonic()
         per_flow = pps / len(flows)
 
+        # xdp: per flow its sending NIC and the first leaf's port
+        firsts = [first_port(net.fabric, f) for f in flows] if sender == "xdp" else []
+
         def sender_argv(i: int, f: Flow) -> list[str]:
             if sender == "xdp":
-                nic = first_port(net.fabric, f)[0]
                 frame = xdp_frame(net.fabric, f, size, i, run).hex()
-                return ["xdp", nic, frame, f"{per_flow:.3f}", str(step_s)]
+                return ["xdp", firsts[i][0], frame, f"{per_flow:.3f}", str(step_s)]
             return [
                 "send", f.address, str(BLAST_PORT), f"{per_flow:.3f}", str(step_s), str(size),
                 str(i), f.src_address, str(run),
             ]  # fmt: skip
 
-        ports = [first_port(net.fabric, f)[1] for f in flows] if sender == "xdp" else []
-        nics = [(f.src, first_port(net.fabric, f)[0]) for f in flows] if sender == "xdp" else []
-        xmit_errors0 = sum(xdp_xmit_errors(net.enter[h], nic) for h, nic in nics)
-        with napi_receive(ports):
+        def xmit_errors() -> int:
+            return sum(xdp_xmit_errors(net.enter[f.src], nic) for f, (nic, _) in zip(flows, firsts))
+
+        xmit_errors0 = xmit_errors()
+        with napi_receive([port for _, port in firsts]):
             senders = [
                 _in_host(
                     net.enter[f.src],
@@ -567,7 +569,7 @@ def run_step(
                 proc.kill()
                 proc.communicate()
     # frames the xdp sender's veth could not queue at its peer never reached the first switch
-    lost_at_nic = sum(xdp_xmit_errors(net.enter[h], nic) for h, nic in nics) - xmit_errors0
+    lost_at_nic = xmit_errors() - xmit_errors0
     n_sent = sum(s["sent"] for s in sent) - lost_at_nic
     n_got = sum(g["packets"] for g in got)
     took = max(s["duration_s"] for s in sent)

@@ -123,15 +123,19 @@ def ipv6_udp_frame(
     src_mac: str = SRC_MAC,
     payload: bytes = b"\x00" * PAYLOAD_BYTES,
     hop_limit: int = 64,
+    ports: tuple[int, int] = (UDP_SPORT, UDP_DPORT),
+    checksum: bool = True,
 ) -> bytes:
-    """An Ethernet/IPv6/UDP frame with a correct UDP checksum."""
+    """An Ethernet/IPv6/UDP frame with a correct UDP checksum (``checksum=False``: zero, as a
+    sender with ``UDP_NO_CHECK6_TX`` leaves it)."""
     src = socket.inet_pton(socket.AF_INET6, src_ip)
     dst = socket.inet_pton(socket.AF_INET6, dst_ip)
     udp_len = 8 + len(payload)
-    pseudo = src + dst + struct.pack("!IxxxB", udp_len, 17)
-    udp = struct.pack("!HHHH", UDP_SPORT, UDP_DPORT, udp_len, 0) + payload
-    csum = 0xFFFF - _sum16(pseudo + udp) or 0xFFFF
-    udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
+    udp = struct.pack("!HHHH", *ports, udp_len, 0) + payload
+    if checksum:
+        pseudo = src + dst + struct.pack("!IxxxB", udp_len, 17)
+        csum = 0xFFFF - _sum16(pseudo + udp) or 0xFFFF
+        udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
     ip = struct.pack("!IHBB", 6 << 28, udp_len, 17, hop_limit) + src + dst
     return _mac(dst_mac) + _mac(src_mac) + b"\x86\xdd" + ip + udp
 
