@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -41,30 +42,54 @@ def _live_frames_reason() -> str | None:
     return None
 
 
-def _pair(netkit: NetKit) -> tuple[str, str, str, str]:
-    a_ns, b_ns = netkit.netns("xa"), netkit.netns("xb")
-    pair = netkit.veth("xa0", "xb0", ns_a=a_ns, ns_b=b_ns, mac_a=MAC_A, mac_b=MAC_B)
-    add_address(a_ns.name, pair.a, "fc00:a::1/64")
-    add_address(b_ns.name, pair.b, "fc00:a::2/64")
-    return a_ns.name, pair.a, b_ns.name, pair.b
+@dataclass(frozen=True)
+class Rig:
+    """``udpblast`` built, and a veth pair between namespaces ``a`` (the sender) and ``b``."""
+
+    exe: Path
+    a_ns: str
+    a_if: str
+    b_ns: str
+    b_if: str
+
+    def blast(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``udpblast ARGS`` in namespace ``a``."""
+        return subprocess.run(
+            ["ip", "netns", "exec", self.a_ns, str(self.exe), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def napi_on_b(self) -> None:
+        assert call_in_netns(self.b_ns, lambda: enable_gro(self.b_if))
+
+    def b_received(self) -> int:
+        return read_if_stat(self.b_ns, self.b_if, "rx_packets")
 
 
-def _blast(ns: str, exe: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["ip", "netns", "exec", ns, str(exe), *args], capture_output=True, text=True, timeout=60
-    )
-
-
-def test_every_datagram_arrives_once_stamped_and_paced(netkit: NetKit, tmp_path: Path) -> None:
+@pytest.fixture
+def rig(netkit: NetKit, tmp_path: Path) -> Rig:
     reason = _live_frames_reason()
     if reason:
         pytest.skip(reason)
     exe = build_blaster(tmp_path)
-    a_ns, a_if, b_ns, b_if = _pair(netkit)
-    assert call_in_netns(b_ns, lambda: enable_gro(b_if))
-    frame = blast_frame(MAC_A, MAC_B, "fc00:a::1", "fc00:a::2", 200, 9, 77).hex()
+    a_ns, b_ns = netkit.netns("xa"), netkit.netns("xb")
+    pair = netkit.veth("xa0", "xb0", ns_a=a_ns, ns_b=b_ns, mac_a=MAC_A, mac_b=MAC_B)
+    add_address(a_ns.name, pair.a, "fc00:a::1/64")
+    add_address(b_ns.name, pair.b, "fc00:a::2/64")
+    return Rig(exe, a_ns.name, pair.a, b_ns.name, pair.b)
+
+
+def _frame(size: int = 64, sender_id: int = 0, run: int = 1) -> str:
+    return blast_frame(MAC_A, MAC_B, "fc00:a::1", "fc00:a::2", size, sender_id, run).hex()
+
+
+def test_every_datagram_arrives_once_stamped_and_paced(rig: Rig) -> None:
+    rig.napi_on_b()
+    frame = _frame(200, 9, 77)
     rx = subprocess.Popen(
-        ["ip", "netns", "exec", b_ns, str(exe), "recv", str(BLAST_PORT), "6", "77"],
+        ["ip", "netns", "exec", rig.b_ns, str(rig.exe), "recv", str(BLAST_PORT), "6", "77"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -72,7 +97,7 @@ def test_every_datagram_arrives_once_stamped_and_paced(netkit: NetKit, tmp_path:
     try:
         assert rx.stdout is not None
         assert "ready" in rx.stdout.readline()
-        tx = _blast(a_ns, exe, "xdp", a_if, frame, "20000", "1")
+        tx = rig.blast("xdp", rig.a_if, frame, "20000", "1")
         assert tx.returncode == 0, tx.stderr
         sent = json.loads(tx.stdout)
         rx.terminate()
@@ -97,48 +122,31 @@ def test_every_datagram_arrives_once_stamped_and_paced(netkit: NetKit, tmp_path:
     assert 0 < got["p50_us"] <= got["p99_us"] < 1_000_000, got
 
 
-def test_as_fast_as_it_goes_it_outruns_a_socket_sender(netkit: NetKit, tmp_path: Path) -> None:
-    reason = _live_frames_reason()
-    if reason:
-        pytest.skip(reason)
-    exe = build_blaster(tmp_path)
-    a_ns, a_if, b_ns, b_if = _pair(netkit)
-    assert call_in_netns(b_ns, lambda: enable_gro(b_if))
-    frame = blast_frame(MAC_A, MAC_B, "fc00:a::1", "fc00:a::2", 64, 0, 1).hex()
-    before = read_if_stat(b_ns, b_if, "rx_packets")
-    tx = _blast(a_ns, exe, "xdp", a_if, frame, "0", "0.5")
+def test_as_fast_as_it_goes_it_outruns_a_socket_sender(rig: Rig) -> None:
+    rig.napi_on_b()
+    before = rig.b_received()
+    tx = rig.blast("xdp", rig.a_if, _frame(), "0", "0.5")
     assert tx.returncode == 0, tx.stderr
     sent = json.loads(tx.stdout)
-    arrived = read_if_stat(b_ns, b_if, "rx_packets") - before
+    arrived = rig.b_received() - before
     # the peer's NAPI took every frame the program sent (and a few of the stack's own, e.g.
     # MLD reports)
     assert 0 <= arrived - sent["sent"] <= CHATTER, (arrived, sent)
-    assert xdp_xmit_errors(["ip", "netns", "exec", a_ns], a_if) == 0
+    assert xdp_xmit_errors(["ip", "netns", "exec", rig.a_ns], rig.a_if) == 0
     assert sent["duration_s"] < 2.0, sent
     print(f"udpblast xdp: {sent['sent'] / sent['duration_s']:,.0f} frames/s")
 
 
-def test_a_peer_without_napi_takes_nothing(netkit: NetKit, tmp_path: Path) -> None:
-    reason = _live_frames_reason()
-    if reason:
-        pytest.skip(reason)
-    exe = build_blaster(tmp_path)
-    a_ns, a_if, b_ns, b_if = _pair(netkit)  # offloads off on both ends: GRO off, no NAPI
-    frame = blast_frame(MAC_A, MAC_B, "fc00:a::1", "fc00:a::2", 64, 0, 1).hex()
-    before = read_if_stat(b_ns, b_if, "rx_packets")
-    tx = _blast(a_ns, exe, "xdp", a_if, frame, "1000", "0.2")
+def test_a_peer_without_napi_takes_nothing(rig: Rig) -> None:
+    # offloads off on both ends: GRO off, so no NAPI at b
+    before = rig.b_received()
+    tx = rig.blast("xdp", rig.a_if, _frame(), "1000", "0.2")
     assert tx.returncode == 0, tx.stderr
-    assert read_if_stat(b_ns, b_if, "rx_packets") - before <= CHATTER  # of 200
+    assert rig.b_received() - before <= CHATTER  # of 200
 
 
-def test_bad_arguments_are_refused(netkit: NetKit, tmp_path: Path) -> None:
-    reason = _live_frames_reason()
-    if reason:
-        pytest.skip(reason)
-    exe = build_blaster(tmp_path)
-    a_ns, a_if, _b_ns, _b_if = _pair(netkit)
-    short = _blast(a_ns, exe, "xdp", a_if, "00" * 40, "10", "1")
+def test_bad_arguments_are_refused(rig: Rig) -> None:
+    short = rig.blast("xdp", rig.a_if, "00" * 40, "10", "1")
     assert short.returncode == 2 and "86..9216 bytes" in short.stderr
-    frame = blast_frame(MAC_A, MAC_B, "fc00:a::1", "fc00:a::2", 64, 0, 1).hex()
-    nowhere = _blast(a_ns, exe, "xdp", "nosuchif0", frame, "10", "1")
+    nowhere = rig.blast("xdp", "nosuchif0", _frame(), "10", "1")
     assert nowhere.returncode == 1 and "no interface nosuchif0" in nowhere.stderr
