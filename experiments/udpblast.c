@@ -413,6 +413,17 @@ static int load_pacer(int map_fd) {
     return fd;
 }
 
+/* The pacer's state (the map's one entry) written (BPF_MAP_UPDATE_ELEM) or read back. */
+static long state_io(int cmd, int map_fd, uint64_t *state) {
+    uint32_t key = 0;
+    union bpf_attr a;
+    memset(&a, 0, sizeof a);
+    a.map_fd = (uint32_t)map_fd;
+    a.key = (uint64_t)(uintptr_t)&key;
+    a.value = (uint64_t)(uintptr_t)state;
+    return sys_bpf(cmd, &a);
+}
+
 static void on_alarm(int sig) { (void)sig; stop_flag = 1; }
 
 /* udpblast xdp IFNAME FRAME_HEX RATE_PPS DURATION_S: FRAME (Ethernet/IPv6/UDP with the
@@ -444,17 +455,12 @@ static int do_xdp(int argc, char **argv) {
     int prog_fd = load_pacer(map_fd);
     if (prog_fd < 0) return 1;
     uint64_t state[ST_WORDS] = {0};
-    uint32_t key = 0;
     /* behind schedule (its CPU went to others for a while) it catches up what it owes, as
        send does; only the first frame, "behind" since boot, starts the schedule from now */
     state[ST_SLACK] = (uint64_t)(duration * 1e9) + 1000000000ULL;
     state[ST_INTERVAL] = rate > 0 ? (uint64_t)(1e9 / rate + 0.5) : 0;
     state[ST_CLOCK_OFF] = (uint64_t)(now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC));
-    memset(&a, 0, sizeof a);
-    a.map_fd = (uint32_t)map_fd;
-    a.key = (uint64_t)(uintptr_t)&key;
-    a.value = (uint64_t)(uintptr_t)state;
-    if (sys_bpf(BPF_MAP_UPDATE_ELEM, &a)) { perror("udpblast: BPF_MAP_UPDATE_ELEM"); return 1; }
+    if (state_io(BPF_MAP_UPDATE_ELEM, map_fd, state)) { perror("udpblast: BPF_MAP_UPDATE_ELEM"); return 1; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm; /* no SA_RESTART: the run returns EINTR */
@@ -482,11 +488,7 @@ static int do_xdp(int argc, char **argv) {
             return 1;
         }
     }
-    memset(&a, 0, sizeof a);
-    a.map_fd = (uint32_t)map_fd;
-    a.key = (uint64_t)(uintptr_t)&key;
-    a.value = (uint64_t)(uintptr_t)state;
-    if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &a)) { perror("udpblast: BPF_MAP_LOOKUP_ELEM"); return 1; }
+    if (state_io(BPF_MAP_LOOKUP_ELEM, map_fd, state)) { perror("udpblast: BPF_MAP_LOOKUP_ELEM"); return 1; }
     return report_sent(state[ST_SEQ], 0, start);
 }
 
